@@ -1,0 +1,22 @@
+# Two entry points (README): `make demo` and `make test`. Both create .venv on first use.
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: venv demo test test-slow
+venv: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(VPY) -m nki_lite.demo
+
+test: $(VENV)/.installed
+	$(VPY) -m pytest -q -n 2 -p no:cacheprovider tests
+
+test-slow: $(VENV)/.installed
+	NKI_LITE_SLOW_TESTS=1 $(VPY) -m pytest -q -n 2 -p no:cacheprovider tests

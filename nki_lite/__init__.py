@@ -1,0 +1,18 @@
+"""nki_lite: write, run, test and profile AWS NKI kernels on an ordinary CPU.
+
+    import nki_lite as nki
+    import nki_lite.language as nl
+    import nki_lite.isa as nisa
+
+    @nki.jit
+    def add_kernel(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a) + nl.load(b))
+        return out
+"""
+from . import errors, isa, language, typing  # noqa: F401
+from .errors import NkiLiteError  # noqa: F401
+from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: F401
+
+kernel = jit
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""The registry of NKI_LITE_* knobs, read at call time (never cached at import).
+
+Contract: `get(name)` reads the environment now and parses the value by the knob's declared type;
+unknown or malformed values raise ArgumentError naming the knob and its allowed values.
+`KNOBS` is the single table the docs list (docs/configuration.md).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: str
+    choices: tuple[str, ...] | None
+    doc: str
+    parse: Callable[[str], object] = str
+
+
+def _bool(v: str) -> bool:
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(v)
+
+
+KNOBS: dict[str, Knob] = {k.name: k for k in [
+    Knob("NKI_LITE_MODE", "auto", ("auto", "interpret", "jit"),
+         "backend used when a kernel does not pass mode=: auto picks the best available (today: interpret)"),
+    Knob("NKI_LITE_TARGET", "", ("", "trn1", "trn2", "trn3"),
+         "default target when neither the kernel nor NEURON_PLATFORM_TARGET_OVERRIDE chooses one (trn2)"),
+    Knob("NEURON_PLATFORM_TARGET_OVERRIDE", "", ("", "trn1", "inf2", "gen2", "trn2", "gen3", "trn3", "gen4"),
+         "NKI's own target override, honoured as in NKI"),
+    Knob("NKI_LITE_TRACE_CACHE_SIZE", "256", None, "traced kernels kept per kernel (LRU)", int),
+    Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
+    Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
+         "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),
+]}
+
+_TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+
+
+def get(name: str):
+    from . import errors
+    knob = KNOBS[name]
+    raw = os.environ.get(name, knob.default)
+    if knob.choices is not None and raw not in knob.choices:
+        raise errors.make("argument", f"environment variable {name}={raw!r} is not one of {knob.choices}")
+    try:
+        return knob.parse(raw)
+    except ValueError:
+        raise errors.make("argument", f"environment variable {name}={raw!r} is malformed") from None
+
+
+def default_target() -> str:
+    t = get("NEURON_PLATFORM_TARGET_OVERRIDE") or get("NKI_LITE_TARGET") or "trn2"
+    return _TARGET_ALIASES.get(t, t)
+
+
+def render_docs() -> str:
+    lines = ["# Configuration knobs", "", "Read at call time; generated from `nki_lite/config.py`.", "",
+             "| variable | default | values | meaning |", "|---|---|---|---|"]
+    for k in KNOBS.values():
+        vals = ", ".join(c or "(unset)" for c in k.choices) if k.choices else "see meaning"
+        lines.append(f"| `{k.name}` | `{k.default}` | {vals} | {k.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_docs())

@@ -1,0 +1,210 @@
+"""The error registry: every diagnosable mistake has a code, a class and a default hint.
+
+Contract:
+- Every exception nki_lite raises on purpose derives from `NkiLiteError` and from the builtin a
+  caller would expect (`ValueError`, `TypeError`, `IndexError`, `MemoryError`, ...), so generic
+  `except ValueError` keeps working.
+- `make(code_name, message, loc=..., hint=...)` builds the registered class for a code; the text
+  names the code, the kernel's file:line:col, an excerpt with a caret, the hint and a docs anchor.
+- `ERRORS` is the single table the docs page (docs/errors.md) is generated from
+  (`python -m nki_lite.errors > docs/errors.md`), so code and docs cannot drift.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .loc import Loc, UNKNOWN_LOC
+
+
+class NkiLiteError(Exception):
+    """Base of every nki_lite error. Attributes: code, name, loc, hint, summary."""
+
+    code = "NL-E000"
+    name = "error"
+
+    def __init__(self, message: str, *, loc: Loc | None = None, hint: str | None = None,
+                 code: str | None = None, name: str | None = None, notes: tuple[str, ...] = ()):
+        self.message = message
+        self.loc = loc or UNKNOWN_LOC
+        self.hint = hint
+        self.notes = tuple(notes)
+        if code:
+            self.code = code
+        if name:
+            self.name = name
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        out = [f"[{self.code} {self.name}] {self.message}"]
+        if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
+            out.append(f"  --> {self.loc}")
+            src = self.loc.source_line()
+            if src:
+                gutter = " " * len(str(self.loc.line))
+                width = max(1, (self.loc.end_col - self.loc.col) if self.loc.end_col > self.loc.col else 1)
+                out.append(f"{gutter} |")
+                out.append(f"{self.loc.line} | {src}")
+                out.append(f"{gutter} | {' ' * self.loc.col}{'^' * width}")
+        out.extend(self.notes)
+        if self.hint:
+            out.append(f"hint: {self.hint}")
+        out.append(f"docs: docs/errors.md#{self.code.lower()}")
+        return "\n".join(out)
+
+    def __str__(self) -> str:  # SyntaxError overrides __str__; keep ours everywhere
+        return self._render()
+
+
+class ShapeError(NkiLiteError, ValueError):
+    pass
+
+
+class KernelDTypeError(NkiLiteError, TypeError):
+    pass
+
+
+class MemorySpaceError(NkiLiteError, TypeError):
+    pass
+
+
+class MemoryCapacityError(NkiLiteError, MemoryError):
+    pass
+
+
+class IndexOutOfBoundsError(NkiLiteError, IndexError):
+    pass
+
+
+class DependencyError(NkiLiteError, ValueError):
+    pass
+
+
+class ImmutableParameterError(NkiLiteError, TypeError):
+    pass
+
+
+class OutputNotWrittenError(NkiLiteError, ValueError):
+    pass
+
+
+class KernelSyntaxError(NkiLiteError, SyntaxError, TypeError):
+    pass
+
+
+class ArgumentError(NkiLiteError, TypeError):
+    pass
+
+
+class UninitializedReadError(NkiLiteError, ValueError):
+    pass
+
+
+class UnsupportedError(NkiLiteError, NotImplementedError):
+    pass
+
+
+class KernelFloatingPointError(NkiLiteError, FloatingPointError):
+    pass
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    name: str
+    cls: type
+    summary: str
+    hint: str
+
+
+_TABLE = [
+    # code, name, class, summary, default hint
+    ("NL-E101", "partition_limit", ShapeError, "a tile's partition dimension exceeds the target's partition count",
+     "split the partition axis into a loop over 128-row tiles (nl.affine_range) and index x[i*128 + ip, ...]"),
+    ("NL-E102", "free_size_limit", ShapeError, "an instruction's free size exceeds its per-instruction limit",
+     "tile the free dimension into chunks within the limit"),
+    ("NL-E103", "shape_mismatch", ShapeError, "operand shapes are incompatible for this operation",
+     "make the shapes agree; for a partition broadcast call nl.broadcast_to explicitly"),
+    ("NL-E104", "rank", ShapeError, "a tile or index has too few or too many dimensions",
+     "on-chip tiles are at least 2-D: use nl.arange(n)[:, None] for the partition index"),
+    ("NL-E105", "matmul_shape", ShapeError, "matmul operand shapes violate the Tensor Engine rules",
+     "stationary is [K<=128, M<=128], moving is [K<=128, N<=512], the output is [M, N] in PSUM"),
+    ("NL-E106", "reshape", ShapeError, "a reshape changes the element count or is not allowed here",
+     "reshape HBM tensors only, keeping the element count"),
+    ("NL-E201", "dtype", KernelDTypeError, "an operand's dtype is not allowed for this operation",
+     "cast with nl.copy(x, dtype=...) or pass dtype= to the op"),
+    ("NL-E202", "unknown_dtype", KernelDTypeError, "a value is not a dtype nki_lite knows",
+     "use nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.int32, ... or the numpy/ml_dtypes equivalents"),
+    ("NL-E301", "memory_space", MemorySpaceError, "an operand is in the wrong memory (HBM/SBUF/PSUM)",
+     "DMA (nl.load / nl.store) moves data between HBM and SBUF; compute reads SBUF or PSUM"),
+    ("NL-E401", "sbuf_capacity", MemoryCapacityError, "live SBUF tiles exceed the per-partition capacity",
+     "shrink tiles, reuse buffers across iterations or split the work"),
+    ("NL-E402", "psum_capacity", MemoryCapacityError, "live PSUM tiles exceed capacity or a tile spans banks",
+     "a PSUM tile holds at most 2 KiB per partition (512 fp32); evict results to SBUF early"),
+    ("NL-E403", "host_memory", MemoryCapacityError, "an allocation exceeds the configured host memory limit",
+     "raise NKI_LITE_MAX_ALLOC_BYTES or use smaller inputs"),
+    ("NL-E501", "out_of_bounds", IndexOutOfBoundsError, "an access reaches outside its tensor",
+     "add mask= to the access (e.g. mask=(i*128 + ip < n)) or shrink the tile"),
+    ("NL-E502", "ragged_tail", IndexOutOfBoundsError, "the last tile runs past the end of the tensor and is not masked",
+     "add a mask such as mask=(i * TILE + ip < N)"),
+    ("NL-E601", "loop_dependency", DependencyError, "iterations of an affine_range loop depend on each other",
+     "use nl.sequential_range for loops that carry values, or index by the loop variable"),
+    ("NL-E701", "immutable_parameter", ImmutableParameterError, "a kernel writes to an input parameter",
+     "create the output with nl.ndarray(..., buffer=nl.shared_hbm), or annotate the parameter nt.mutable_tensor and return it"),
+    ("NL-E702", "output_not_written", OutputNotWrittenError, "a returned tensor is (partly) never written",
+     "check loop trip counts (math.ceil for ragged sizes) and masks"),
+    ("NL-E703", "mutable_not_returned", ImmutableParameterError, "an nt.mutable_tensor parameter is not returned",
+     "return the mutable parameter from the kernel"),
+    ("NL-E801", "control_flow_on_tile", KernelSyntaxError, "Python control flow depends on a tile's value",
+     "use nl.where(cond, a, b) or mask= instead of if/while on tile values"),
+    ("NL-E802", "control_flow_on_index", KernelSyntaxError, "Python control flow depends on a loop variable or index expression",
+     "use mask= with a comparison of the index, e.g. mask=(i*128 + ip < n)"),
+    ("NL-E803", "unsupported_syntax", KernelSyntaxError, "a Python construct is not supported inside a kernel",
+     "keep kernels to assignments, loops over nl ranges, calls and returns"),
+    ("NL-E804", "mixed_indexing", KernelSyntaxError, "basic (slice/int) and advanced (arange) indexing are mixed",
+     "index every dimension with nl.arange expressions, or every dimension with slices"),
+    ("NL-E805", "outside_kernel", KernelSyntaxError, "an NKI API was called outside a kernel",
+     "call nl/nisa functions only inside a function decorated with @nki.jit"),
+    ("NL-E806", "bad_mask", KernelSyntaxError, "a mask is not a comparison of affine index expressions",
+     "build masks from nl.arange / loop variables / program ids compared with constants, combined with &"),
+    ("NL-E807", "bad_index", KernelSyntaxError, "an index expression is not supported",
+     "use integers, slices, nl.ds(start, size), nl.arange expressions or affine expressions of loop variables"),
+    ("NL-E808", "bad_loop", KernelSyntaxError, "a loop construct is not supported",
+     "loop bounds must be Python ints; break/continue are not allowed inside nl.affine_range/sequential_range"),
+    ("NL-E901", "argument", ArgumentError, "the kernel was called with wrong arguments",
+     "pass numpy arrays (C-contiguous) matching the kernel's parameters"),
+    ("NL-E902", "uninitialized_read", UninitializedReadError, "a tile is read before it was written",
+     "initialise the tile (nl.zeros, memset) or write it before reading"),
+    ("NL-E903", "nan_created", KernelFloatingPointError, "an instruction created a NaN from non-NaN inputs",
+     "inspect the inputs of this instruction; unset NKI_LITE_DEBUG_NANS to propagate NaNs silently"),
+    ("NL-E904", "unsupported", UnsupportedError, "this feature is not built in nki_lite yet",
+     "see docs/status.md for what is and is not built"),
+    ("NL-E905", "consumed_value", KernelSyntaxError, "a matmul result that was accumulated into PSUM is used again",
+     "read the PSUM tile it was accumulated into"),
+]
+
+ERRORS: dict[str, ErrorCode] = {name: ErrorCode(code, name, cls, summary, hint)
+                                for code, name, cls, summary, hint in _TABLE}
+
+
+def make(name: str, message: str, *, loc: Loc | None = None, hint: str | None = None,
+         notes: tuple[str, ...] = ()) -> NkiLiteError:
+    """Build the registered exception for `name` (does not raise it)."""
+    spec = ERRORS[name]
+    return spec.cls(message, loc=loc, hint=spec.hint if hint is None else hint,
+                    code=spec.code, name=spec.name, notes=notes)
+
+
+def render_docs() -> str:
+    lines = ["# nki_lite errors", "",
+             "Generated from `nki_lite/errors.py` (`python -m nki_lite.errors > docs/errors.md`).", "",
+             "Every error names the kernel's file:line:col with a source excerpt and a caret.", ""]
+    for spec in sorted(ERRORS.values(), key=lambda s: s.code):
+        bases = ", ".join(b.__name__ for b in spec.cls.__mro__[1:] if b.__module__ == "builtins"
+                          and b not in (Exception, BaseException, object))
+        lines += [f"## {spec.code}", "", f"**{spec.name}** — `{spec.cls.__name__}` (also `{bases}`)", "",
+                  spec.summary[0].upper() + spec.summary[1:] + ".", "", f"Fix: {spec.hint}.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_docs())

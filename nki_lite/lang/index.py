@@ -1,0 +1,265 @@
+"""Symbolic indices: loop variables, program ids, nl.arange / nl.mgrid expressions and masks.
+
+Contract:
+- `Index` is an affine expression (lower.affine.Affine) plus a *layout*: its rank and the extent
+  of each axis variable `@k` it uses. Loop variables and program ids have rank 0; `nl.arange(n)`
+  has rank 1 and must be lifted with `[:, None]` / `[None, :]` before indexing tiles.
+- Arithmetic with ints and other `Index`es stays affine (multiplying two symbolic values is an
+  error). Comparisons build a `Predicate` (a mask); `&` combines predicates.
+- Truth-testing or int()-ing an Index raises control_flow_on_index: trace-time Python cannot
+  branch on a value that only exists at run time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import errors
+from ..loc import capture_loc
+from ..lower.affine import Affine, Cmp, Mask, as_affine, axis_var
+
+
+def _err(name: str, msg: str, hint: str | None = None):
+    return errors.make(name, msg, loc=capture_loc(3), hint=hint)
+
+
+class Index:
+    """An affine index expression with a layout (rank + axis extents)."""
+
+    __slots__ = ("expr", "ndim", "extents")
+    __array_priority__ = 1000
+
+    def __init__(self, expr: Affine, ndim: int = 0, extents: dict[int, int] | None = None):
+        self.expr = expr
+        self.ndim = ndim
+        self.extents = dict(extents or {})
+
+    # ---- layout helpers
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.extents.get(k, 1) for k in range(self.ndim))
+
+    @staticmethod
+    def _merge(a: "Index", b: "Index") -> tuple[int, dict[int, int]]:
+        if a.ndim and b.ndim and a.ndim != b.ndim:
+            raise _err("bad_index", f"cannot combine index expressions of rank {a.ndim} and {b.ndim}",
+                       "lift every nl.arange to the same rank with [:, None] / [None, :]")
+        ext = dict(a.extents)
+        for k, v in b.extents.items():
+            if ext.get(k, v) != v:
+                raise _err("bad_index", f"index expressions disagree on the extent of axis {k}: "
+                           f"{ext[k]} vs {v}")
+            ext[k] = v
+        return max(a.ndim, b.ndim), ext
+
+    # ---- arithmetic
+    def _combine(self, other, sign: int) -> "Index":
+        o = as_index(other)
+        if o is NotImplemented:
+            return NotImplemented
+        ndim, ext = Index._merge(self, o)
+        return Index(self.expr + (o.expr if sign > 0 else -o.expr), ndim, ext)
+
+    def __add__(self, other):
+        return self._combine(other, +1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def __rsub__(self, other):
+        o = as_index(other)
+        return NotImplemented if o is NotImplemented else o._combine(self, -1)
+
+    def __neg__(self):
+        return Index(-self.expr, self.ndim, self.extents)
+
+    def __pos__(self):
+        return self
+
+    def __mul__(self, other):
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return Index(self.expr.scale(int(other)), self.ndim, self.extents)
+        if isinstance(other, Index):
+            if other.expr.is_const:
+                return self * other.expr.const
+            if self.expr.is_const:
+                return other * self.expr.const
+            raise _err("bad_index", "the product of two symbolic indices is not affine",
+                       "multiply loop variables / aranges only by Python ints")
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        if isinstance(other, int) and self.expr.is_const:
+            return Index(Affine(self.expr.const // other))
+        if isinstance(other, int) and all(v % other == 0 for _, v in self.expr.terms) and self.expr.const % other == 0:
+            return Index(Affine.make(self.expr.const // other, {k: v // other for k, v in self.expr.terms}),
+                         self.ndim, self.extents)
+        raise _err("bad_index", "integer division of a symbolic index is not affine",
+                   "restructure the loop so indices are (loop variable) * constant + constant")
+
+    def __mod__(self, other):
+        raise _err("bad_index", "the remainder of a symbolic index is not affine",
+                   "use an extra loop level or nl.mgrid over the split axes")
+
+    # ---- comparisons -> masks
+    def _cmp(self, other, op: str) -> "Predicate":
+        o = as_index(other)
+        if o is NotImplemented:
+            raise _err("bad_mask", f"cannot compare an index with {type(other).__name__}")
+        ndim, ext = Index._merge(self, o)
+        return Predicate(Mask((Cmp(self.expr - o.expr, op),)), ndim, ext)
+
+    def __lt__(self, o): return self._cmp(o, "<")
+    def __le__(self, o): return self._cmp(o, "<=")
+    def __gt__(self, o): return self._cmp(o, ">")
+    def __ge__(self, o): return self._cmp(o, ">=")
+    def __eq__(self, o): return self._cmp(o, "==")  # noqa: E704
+    def __ne__(self, o): return self._cmp(o, "!=")  # noqa: E704
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- things that cannot work at trace time
+    def __bool__(self):
+        raise _err("control_flow_on_index",
+                   f"Python control flow depends on the symbolic index `{self.expr}`, whose value is only known "
+                   "when the kernel runs")
+
+    def __index__(self):
+        raise _err("control_flow_on_index",
+                   f"the symbolic index `{self.expr}` was used where Python needs a concrete int "
+                   "(range(), list index, int())",
+                   "use nl.static_range to unroll, or index tiles with the variable directly")
+
+    __int__ = __index__
+
+    # ---- lifting aranges
+    def __getitem__(self, key):
+        if self.ndim != 1:
+            raise _err("bad_index", "only a 1-D nl.arange can be lifted with [:, None] / [None, :]")
+        key = key if isinstance(key, tuple) else (key,)
+        slots = [k for k in key if k is not None]
+        if len(slots) != 1 or slots[0] != slice(None):
+            raise _err("bad_index", f"unsupported arange lifting {key!r}", "write nl.arange(n)[:, None] or [None, :]")
+        pos = next(i for i, k in enumerate(key) if k is not None)
+        # the arange uses axis @0 in its 1-D layout: move it to position `pos`
+        return Index(self.expr.subst({axis_var(0): Affine.var(axis_var(pos))}), len(key),
+                     {pos: self.extents[0]})
+
+    def __repr__(self):
+        return f"Index({self.expr}, shape={self.shape})"
+
+
+class Predicate:
+    """A mask: a conjunction of affine comparisons with a layout."""
+
+    __slots__ = ("mask", "ndim", "extents")
+
+    def __init__(self, mask: Mask, ndim: int, extents: dict[int, int]):
+        self.mask, self.ndim, self.extents = mask, ndim, extents
+
+    def __and__(self, other: "Predicate") -> "Predicate":
+        if not isinstance(other, Predicate):
+            raise _err("bad_mask", "masks combine with & only with other index comparisons")
+        ndim = max(self.ndim, other.ndim)
+        return Predicate(self.mask & other.mask, ndim, {**self.extents, **other.extents})
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        raise _err("bad_mask", "masks cannot be combined with |: only conjunctions (&) are affine masks",
+                   "split the work into two masked instructions")
+
+    def __invert__(self):
+        if len(self.mask.terms) == 1:
+            c = self.mask.terms[0]
+            neg = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}[c.op]
+            return Predicate(Mask((Cmp(c.expr, neg),)), self.ndim, self.extents)
+        raise _err("bad_mask", "only a single comparison can be negated with ~")
+
+    def __bool__(self):
+        raise _err("control_flow_on_index",
+                   "Python control flow depends on a comparison of symbolic indices",
+                   "pass the comparison as mask= to the instruction instead of using if/while")
+
+    def __repr__(self):
+        return f"Predicate({self.mask})"
+
+
+def as_index(x) -> "Index":
+    if isinstance(x, Index):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return Index(Affine(int(x)))
+    return NotImplemented
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, Index)
+
+
+# ---------------------------------------------------------------- constructors
+
+def arange(*args) -> Index:
+    """nl.arange(stop) / nl.arange(start, stop): a 1-D affine index (lift it with [:, None])."""
+    if len(args) == 1:
+        start, stop = 0, args[0]
+    elif len(args) == 2:
+        start, stop = args
+    else:
+        raise _err("bad_index", "nl.arange takes (stop) or (start, stop)")
+    if not all(isinstance(a, (int, np.integer)) for a in (start, stop)):
+        raise _err("bad_index", "nl.arange bounds must be Python ints known at trace time")
+    n = int(stop) - int(start)
+    if n <= 0:
+        raise _err("bad_index", f"nl.arange({start}, {stop}) is empty")
+    return Index(Affine.make(int(start), {axis_var(0): 1}), 1, {0: n})
+
+
+class _MGrid:
+    """nl.mgrid[0:P, 0:F, ...] -> per-axis Index expressions (also .p / .x for 2-D grids)."""
+
+    def __getitem__(self, key) -> "_Grid":
+        key = key if isinstance(key, tuple) else (key,)
+        ndim = len(key)
+        outs = []
+        for k, s in enumerate(key):
+            if not isinstance(s, slice) or s.stop is None:
+                raise _err("bad_index", "nl.mgrid takes slices like nl.mgrid[0:128, 0:512]")
+            start, stop, step = s.start or 0, s.stop, s.step or 1
+            n = len(range(start, stop, step))
+            outs.append(Index(Affine.make(start, {axis_var(k): step}), ndim, {k: n}))
+        return _Grid(outs)
+
+
+class _Grid(tuple):
+    @property
+    def p(self) -> Index:
+        return self[0]
+
+    @property
+    def x(self) -> Index:
+        return self[1]
+
+    def __new__(cls, items):
+        return super().__new__(cls, items)
+
+
+mgrid = _MGrid()
+
+
+@dataclass(frozen=True)
+class DynSlice:
+    """nl.ds(start, size): a slice whose start may be symbolic."""
+    start: object
+    size: int
+    step: int = 1
+
+
+def ds(start, size) -> DynSlice:
+    if not isinstance(size, (int, np.integer)) or size <= 0:
+        raise _err("bad_index", f"nl.ds size must be a positive Python int, got {size!r}")
+    return DynSlice(start, int(size))

@@ -1,0 +1,385 @@
+"""nl compute ops: elementwise arithmetic, activations, reductions, matmul, transpose, select.
+
+Contract: each public function checks its operands (tiles on-chip, shapes broadcastable with the
+partition axis aligned first), picks the output dtype (explicit `dtype=` or NKI promotion), allocates
+a fresh SBUF tile and emits exactly the IR instructions that define the result:
+`tensor_tensor` (tile op tile), `tensor_scalar` (tile op Python scalar), `activation` (unary math),
+`tensor_reduce`, `transpose`, `select` and `nc_matmul` (PSUM result; see tile.PendingMatmul).
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import errors
+from ..loc import capture_loc
+from ..lower import ir
+from ..lower.affine import Affine, axis_var
+from ..numerics import alu
+from . import dtypes as D
+from .masks import to_mask
+from .memory import new_buffer, resolve_dtype
+from .ops_memory import ON_CHIP
+from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes
+from .tracer import attrs, current
+
+_SCALARS = (bool, int, float, np.number, np.bool_)
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, _SCALARS)
+
+
+def _operand(x, what: str, op: str, loc) -> Tile:
+    if not isinstance(x, Tile):
+        from .index import Index
+        if isinstance(x, Index):
+            raise errors.make("unsupported", f"operand '{what}' of '{op}' is a symbolic index; index values as tile "
+                              "data are not built yet", loc=loc, hint="use nisa.iota to materialise indices")
+        raise errors.make("argument", f"operand '{what}' of '{op}' must be a tile, got {type(x).__name__}", loc=loc)
+    if x.space not in ON_CHIP:
+        raise errors.make("memory_space", f"Expected operand '{what}' of '{op}' to be in address space 'psum|sbuf', "
+                          f"but got a tile in 'hbm' instead", loc=loc, hint="nl.load it into SBUF first")
+    return x
+
+
+def _out(shape, dt: str, loc, base: str = "t") -> ir.Access:
+    tr = current()
+    full = shape if len(shape) >= 2 else tuple(shape) + (1,)
+    buf = new_buffer(tr, tuple(full), dt, ir.Space.SBUF, base, loc)
+    acc = ir.Access.full(buf)
+    if len(shape) < 2:
+        acc = ir.Access(acc.buffer, (Affine.var(axis_var(0)), Affine(0)), tuple(shape))
+    return acc
+
+
+def _scalar_imm(v) -> ir.Imm:
+    if isinstance(v, np.generic):
+        v = v.item()
+    return ir.Imm(v, D.scalar_dtype(v))
+
+
+# ---------------------------------------------------------------- elementwise binary
+
+def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = None, loc=None, engine=None):
+    loc = loc or capture_loc(3)
+    tr = current()
+    if _is_scalar(x) and _is_scalar(y):
+        raise errors.make("argument", f"'{opname}' needs at least one tile operand", loc=loc)
+    if opname not in alu.ALL_OPS:
+        raise errors.make("unsupported", f"elementwise op '{opname}' is not built in nki_lite", loc=loc)
+    if _is_scalar(x) or _is_scalar(y):
+        tile_, scal, reverse = (y, x, True) if _is_scalar(x) else (x, y, False)
+        t = _operand(tile_, "x", opname, loc)
+        imm = _scalar_imm(scal)
+        dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
+              else D.promote(t.dtype_name, imm.dtype))
+        _check_int_only(opname, (t.dtype_name, imm.dtype), loc)
+        dst = out.access if out is not None else _out(t.shape, dt, loc)
+        src = broadcast_access(t.access, dst.shape, "x")
+        tr.emit(ir.Instr("tensor_scalar", (dst,), (src, imm),
+                         attrs(op0=opname, reverse0=reverse, engine=engine or "vector"),
+                         to_mask(mask, dst.shape, loc), loc))
+        return out if out is not None else Tile(tr, dst, dt)
+    a = _operand(x, "x", opname, loc)
+    b = _operand(y, "y", opname, loc)
+    shape = out.shape if out is not None else broadcast_shapes(a.shape, b.shape)
+    dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
+          else D.promote(a.dtype_name, b.dtype_name))
+    _check_int_only(opname, (a.dtype_name, b.dtype_name), loc)
+    dst = out.access if out is not None else _out(shape, dt, loc)
+    tr.emit(ir.Instr("tensor_tensor", (dst,), (broadcast_access(a.access, shape, "x"),
+                                               broadcast_access(b.access, shape, "y")),
+                     attrs(op=opname, engine=engine or "vector"), to_mask(mask, shape, loc), loc))
+    return out if out is not None else Tile(tr, dst, dt)
+
+
+def _check_int_only(opname: str, dts, loc) -> None:
+    if opname in alu.INT_ONLY and not builtins.all(D.INFO[d].is_int for d in dts):
+        raise errors.make("dtype", f"bitwise op '{opname}' needs integer operands, got {', '.join(dts)}", loc=loc)
+
+
+def _binary(name):
+    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+        return elementwise(name, x, y, dtype, mask)
+    fn.__name__ = name
+    fn.__doc__ = f"nl.{name}(x, y, *, dtype=None, mask=None): elementwise {name} (NKI broadcasting)."
+    return fn
+
+
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
+divide = _binary("divide")
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+left_shift = _binary("left_shift")
+right_shift = _binary("right_shift")
+
+
+def power(x, y, *, dtype=None, mask=None, **kwargs):
+    raise errors.make("unsupported", "nl.power is not built yet", loc=capture_loc(2),
+                      hint="use nl.multiply for integer powers, or nl.exp(y * nl.log(x))")
+
+
+# ---------------------------------------------------------------- unary (activation functions)
+
+ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
+               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
+               "arctan", "mish", "sign")
+
+
+def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None, opname=None) -> Tile:
+    tr = current()
+    loc = loc or capture_loc(3)
+    t = _operand(x, "x", opname or func, loc)
+    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    dst = _out(t.shape, dt, loc)
+    ins: list = [t.access]
+    scale_attr = None
+    if isinstance(scale, Tile):
+        ins.append(broadcast_access(_operand(scale, "scale", "activation", loc).access, t.shape, "scale"))
+        scale_attr = "tile"
+    elif scale is not None and float(scale) != 1.0:
+        scale_attr = float(scale)
+    bias_attr = None
+    if bias is not None:
+        if not isinstance(bias, Tile):
+            raise errors.make("dtype", "activation bias must be a [P, 1] tile of float32/float16/bfloat16",
+                              loc=loc, hint="create it with nl.full((P, 1), value, nl.float32)")
+        ins.append(broadcast_access(_operand(bias, "bias", "activation", loc).access, t.shape, "bias"))
+        bias_attr = "tile"
+    tr.emit(ir.Instr("activation", (dst,), tuple(ins),
+                     attrs(func=func, scale=scale_attr, bias=bias_attr, engine="scalar"),
+                     to_mask(mask, dst.shape, loc), loc))
+    return Tile(tr, dst, dt)
+
+
+def _unary(func):
+    def fn(x, *, dtype=None, mask=None, **kwargs):
+        return activation_tile(func, x, dtype, mask)
+    fn.__name__ = func
+    fn.__doc__ = f"nl.{func}(x, *, dtype=None, mask=None): elementwise {func} (nki_lite fp32 algorithm)."
+    return fn
+
+
+exp = _unary("exp")
+log = _unary("log")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+relu = _unary("relu")
+rsqrt = _unary("rsqrt")
+sqrt = _unary("sqrt")
+square = _unary("square")
+reciprocal = _unary("reciprocal")
+abs = _unary("abs")  # noqa: A001 - NKI's name
+negative = _unary("negative")
+gelu = _unary("gelu")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh")
+silu = _unary("silu")
+softplus = _unary("softplus")
+erf = _unary("erf")
+sin = _unary("sin")
+cos = _unary("cos")
+tan = _unary("tan")
+arctan = _unary("arctan")
+mish = _unary("mish")
+sign = _unary("sign")
+
+
+def invert(x, *, dtype=None, mask=None, **kwargs):
+    """nl.invert: bitwise NOT of an integer tile (x ^ all-ones)."""
+    loc = capture_loc(2)
+    t = _operand(x, "x", "invert", loc)
+    if not D.INFO[t.dtype_name].is_int or t.dtype_name == "bool":
+        raise errors.make("dtype", f"nl.invert needs an integer tile, got {t.dtype_name}", loc=loc,
+                          hint="nl.invert on bool is wrong on hardware too; use int8 or nl.logical_not")
+    return elementwise("bitwise_xor", t, -1, dtype or t.dtype, mask, loc=loc)
+
+
+def copy(x, *, dtype=None, mask=None, **kwargs) -> Tile:
+    """nl.copy: a new tile with x's values (cast to dtype)."""
+    tr = current()
+    loc = capture_loc(2)
+    t = _operand(x, "x", "copy", loc)
+    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    dst = _out(t.shape, dt, loc)
+    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, dst.shape, loc), loc))
+    return Tile(tr, dst, dt)
+
+
+# ---------------------------------------------------------------- reductions
+
+def _axes(axis, ndim: int, loc) -> tuple[int, ...]:
+    if axis is None:
+        axes = tuple(range(1, ndim))
+    elif isinstance(axis, (int, np.integer)):
+        axes = (int(axis),)
+    else:
+        axes = tuple(int(a) for a in axis)
+    axes = tuple(sorted(a + ndim if a < 0 else a for a in axes))
+    if not axes or builtins.any(a <= 0 or a >= ndim for a in axes) or len(set(axes)) != len(axes):
+        raise errors.make("shape_mismatch", f"reduction axis {axis} is invalid for a tile of rank {ndim}: NKI reduces "
+                          "along free axes (1..rank-1) only", loc=loc,
+                          hint="transpose the tile to put the reduced axis on the free dimension")
+    return axes
+
+
+def reduce_tile(op: str, x, axis, dtype, mask, keepdims: bool, negate: bool = False, loc=None,
+                what: str = "reduce") -> Tile:
+    tr = current()
+    loc = loc or capture_loc(3)
+    t = _operand(x, "x", what, loc)
+    axes = _axes(axis, len(t.shape), loc)
+    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    kept = tuple(1 if a in axes else n for a, n in enumerate(t.shape))
+    dst = _out(kept, dt, loc)
+    tr.emit(ir.Instr("tensor_reduce", (dst,), (t.access,),
+                     attrs(op=op, axes=axes, negate=negate or None, engine="vector"),
+                     to_mask(mask, t.shape, loc), loc))
+    res = Tile(tr, dst, dt)
+    if keepdims:
+        return res
+    dropped = tuple(0 if a in axes else slice(None) for a in range(len(t.shape)))
+    return res[dropped]
+
+
+def _reduction(op, name):
+    def fn(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
+        return reduce_tile(op, x, axis, dtype, mask, keepdims, what=name)
+    fn.__name__ = name
+    fn.__doc__ = f"nl.{name}(x, axis, *, dtype=None, mask=None, keepdims=False): reduce along free axes."
+    return fn
+
+
+sum = _reduction("add", "sum")  # noqa: A001
+max = _reduction("maximum", "max")  # noqa: A001
+min = _reduction("minimum", "min")  # noqa: A001
+prod = _reduction("multiply", "prod")
+all = _reduction("logical_and", "all")  # noqa: A001
+
+
+def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    """nl.mean: fp32 sum in nki_lite's reduction order, then one fp32 division by the count."""
+    loc = capture_loc(2)
+    t = _operand(x, "x", "mean", loc)
+    axes = _axes(axis, len(t.shape), loc)
+    n = int(np.prod([t.shape[a] for a in axes]))
+    s = reduce_tile("add", t, axes, "float32", mask, True, loc=loc, what="mean")
+    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    res = elementwise("divide", s, float(n), dt, None, loc=loc)
+    if keepdims:
+        return res
+    return res[tuple(0 if a in axes else slice(None) for a in range(len(t.shape)))]
+
+
+# ---------------------------------------------------------------- layout and selection
+
+def broadcast_to(src, shape, **kwargs) -> Tile:
+    """nl.broadcast_to: a broadcast view of src with `shape` (no data movement in nki_lite)."""
+    loc = capture_loc(2)
+    if not isinstance(src, Tile):
+        raise errors.make("argument", "nl.broadcast_to needs a tile", loc=loc)
+    return src.view_of(broadcast_access(src.access, tuple(int(s) for s in shape), "src"))
+
+
+def transpose(x, *, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+    """nl.transpose: 2-D partition/free transpose (exact data movement; cast to dtype)."""
+    tr = current()
+    loc = capture_loc(2)
+    t = _operand(x, "x", "transpose", loc)
+    if len(t.shape) != 2:
+        raise errors.make("rank", f"transpose takes a 2-D tile, got shape {t.shape}", loc=loc)
+    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    dst = _out((t.shape[1], t.shape[0]), dt, loc)
+    tr.emit(ir.Instr("transpose", (dst,), (t.access,), attrs(engine=engine or "tensor"),
+                     to_mask(mask, dst.shape, loc), loc))
+    return Tile(tr, dst, dt)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs) -> Tile:
+    """nl.where: condition ? x : y elementwise (x / y may be Python numbers)."""
+    tr = current()
+    loc = capture_loc(2)
+    c = _operand(condition, "condition", "where", loc)
+    tiles = [v for v in (x, y) if isinstance(v, Tile)]
+    for v in tiles:
+        _operand(v, "x", "where", loc)
+    shape = broadcast_shapes(c.shape, *[v.shape for v in tiles])
+    dts = [v.dtype_name if isinstance(v, Tile) else D.scalar_dtype(v) for v in (x, y)]
+    dt = resolve_dtype(dtype, loc) if dtype is not None else D.promote(*dts)
+    dst = _out(shape, dt, loc)
+    ins = [broadcast_access(c.access, shape, "condition")]
+    for v in (x, y):
+        ins.append(broadcast_access(v.access, shape) if isinstance(v, Tile) else _scalar_imm(v))
+    tr.emit(ir.Instr("select", (dst,), tuple(ins), attrs(engine="vector"), to_mask(mask, shape, loc), loc))
+    return Tile(tr, dst, dt)
+
+
+# ---------------------------------------------------------------- matmul
+
+MATMUL_DTYPES = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+
+
+def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> PendingMatmul:
+    tr = current()
+    s = _operand(stationary, "stationary", op, loc)
+    m = _operand(moving, "moving", op, loc)
+    if len(s.shape) != 2 or len(m.shape) != 2:
+        raise errors.make("matmul_shape", f"{op} operands must be 2-D tiles: stationary {s.shape}, moving {m.shape}",
+                          loc=loc)
+    if s.shape[0] != m.shape[0]:
+        raise errors.make("matmul_shape", f"contraction (partition) dimensions differ: stationary[K={s.shape[0]}, "
+                          f"M={s.shape[1]}] vs moving[K={m.shape[0]}, N={m.shape[1]}]", loc=loc)
+    for role, t in (("stationary", s), ("moving", m)):
+        if t.dtype_name not in MATMUL_DTYPES:
+            raise errors.make("dtype", f"{op} {role} dtype {t.dtype_name} is not a Tensor Engine input dtype "
+                              f"(allowed: {', '.join(MATMUL_DTYPES)})", loc=loc)
+    return PendingMatmul(tr, (s.shape[1], m.shape[1]), (s.access, m.access),
+                         attrs(engine="tensor", **extra), loc)
+
+
+def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+    """nl.matmul(x, y, transpose_x): x @ y into a PSUM tile (fp32). With transpose_x=False x is [M, K]
+    and is transposed on the Tensor Engine first (an explicit transpose instruction)."""
+    loc = capture_loc(2)
+    if mask is not None:
+        raise errors.make("unsupported", "mask= on nl.matmul (operand masking) is not built yet", loc=loc,
+                          hint="slice the operands instead")
+    xt = _operand(x, "x", "matmul", loc)
+    if not transpose_x:
+        if len(xt.shape) != 2:
+            raise errors.make("matmul_shape", f"matmul x must be 2-D, got {xt.shape}", loc=loc)
+        tr = current()
+        dst = _out((xt.shape[1], xt.shape[0]), xt.dtype_name, loc)
+        tr.emit(ir.Instr("transpose", (dst,), (xt.access,), attrs(engine="tensor"), None, loc))
+        xt = Tile(tr, dst, xt.dtype_name)
+    return matmul_pending(xt, y, loc, "matmul")
+
+
+# ---------------------------------------------------------------- numpy interop
+
+def ufunc_to_op(ufunc):
+    table = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+             np.true_divide: divide, np.maximum: maximum, np.minimum: minimum, np.equal: equal,
+             np.not_equal: not_equal, np.greater: greater, np.greater_equal: greater_equal, np.less: less,
+             np.less_equal: less_equal, np.logical_and: logical_and, np.logical_or: logical_or,
+             np.logical_xor: logical_xor, np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or,
+             np.bitwise_xor: bitwise_xor, np.left_shift: left_shift, np.right_shift: right_shift,
+             np.exp: exp, np.log: log, np.tanh: tanh, np.sqrt: sqrt, np.square: square,
+             np.reciprocal: reciprocal, np.abs: abs, np.absolute: abs, np.negative: negative, np.sin: sin,
+             np.cos: cos, np.tan: tan, np.arctan: arctan, np.sign: sign, np.invert: invert}
+    return table.get(ufunc)

@@ -1,0 +1,136 @@
+"""Data movement: nl.load / nl.store / nl.copy, assignment into views, in-place updates, reshape.
+
+Contract: `assign(view, value)` is what `tile[key] = value` means: a DMA when either side is in
+HBM, an on-chip `tensor_copy` otherwise, a `memset` for a Python number, and for a pending matmul
+the matmul itself targets the view. `update_in_place(tile, other, op)` is `tile op= other`; for a
+PSUM tile and a matmul result it becomes the matmul's accumulation into the tile.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import errors
+from ..loc import capture_loc
+from ..lower import ir
+from . import dtypes as D
+from .masks import to_mask
+from .memory import new_buffer, resolve_dtype
+from .tile import PendingMatmul, Tile, broadcast_access
+from .tracer import attrs, current
+
+
+def _require_tile(x, what: str, op: str, loc) -> Tile:
+    if not isinstance(x, Tile):
+        raise errors.make("argument", f"operand '{what}' of '{op}' must be a tensor or tile, got {type(x).__name__}",
+                          loc=loc)
+    return x
+
+
+def _require_space(t: Tile, spaces: tuple[ir.Space, ...], what: str, op: str, loc) -> None:
+    if t.space not in spaces:
+        want = "|".join(s.value for s in spaces)
+        raise errors.make("memory_space", f"Expected operand '{what}' of '{op}' to be in address space '{want}', "
+                          f"but got a tile in '{t.space.value}' instead", loc=loc)
+
+
+ON_CHIP = (ir.Space.SBUF, ir.Space.PSUM)
+
+
+def load(src, *, mask=None, dtype=None, **kwargs) -> Tile:
+    """nl.load: HBM tensor (view) -> new SBUF tile."""
+    tr = current()
+    loc = capture_loc(2)
+    src = _require_tile(src, "src", "load", loc)
+    _require_space(src, (ir.Space.HBM,), "src", "load", loc)
+    dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
+    shape = src.shape if len(src.shape) >= 2 else src.shape + (1,)
+    if len(src.shape) < 2:
+        raise errors.make("rank", f"nl.load of a {len(src.shape)}-D view {src.shape}: on-chip tiles are at least 2-D",
+                          loc=loc, hint="index with nl.arange(n)[:, None] (partition) and nl.arange(m)[None, :]")
+    buf = new_buffer(tr, shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
+    out = ir.Access.full(buf)
+    tr.emit(ir.Instr("dma_copy", (out,), (src.access,), attrs(engine="dma"), to_mask(mask, out.shape, loc), loc))
+    return Tile(tr, out, dt)
+
+
+def store(dst, value, *, mask=None, **kwargs) -> None:
+    """nl.store: on-chip tile -> HBM tensor (view)."""
+    tr = current()
+    loc = capture_loc(2)
+    dst = _require_tile(dst, "dst", "store", loc)
+    _require_space(dst, (ir.Space.HBM,), "dst", "store", loc)
+    if isinstance(value, (int, float, np.number)):
+        raise errors.make("argument", "nl.store needs a tile value, not a Python number", loc=loc,
+                          hint="create a tile with nl.full(...) and store it")
+    value = _require_tile(value, "value", "store", loc)
+    _require_space(value, ON_CHIP, "value", "store", loc)
+    src = broadcast_access(value.access, dst.shape, "value")
+    tr.emit(ir.Instr("dma_copy", (dst.access,), (src,), attrs(engine="dma"), to_mask(mask, dst.shape, loc), loc))
+
+
+def copy_into(dst: Tile, value: Tile, loc, mask=None, engine: str | None = None) -> None:
+    tr = current()
+    src = broadcast_access(value.access, dst.shape, "value")
+    if dst.space == ir.Space.HBM or value.space == ir.Space.HBM:
+        tr.emit(ir.Instr("dma_copy", (dst.access,), (src,), attrs(engine="dma"), mask, loc))
+    else:
+        tr.emit(ir.Instr("tensor_copy", (dst.access,), (src,), attrs(engine=engine or "vector"), mask, loc))
+
+
+def assign(view: Tile, value) -> None:
+    tr = current()
+    loc = capture_loc(3)
+    if isinstance(value, PendingMatmul) and value.is_pending:
+        if view.space == ir.Space.PSUM and view.shape == value.shape:
+            value.consume_into(view.access, accumulate=False)
+            return
+    if isinstance(value, Tile):
+        if not (isinstance(value, PendingMatmul) and value.consumed) and value.access == view.access:
+            return  # `t[k] += v` already updated the view in place
+        copy_into(view, value, loc)
+        return
+    if isinstance(value, (bool, int, float, np.number)):
+        if view.space == ir.Space.HBM:
+            raise errors.make("memory_space", "cannot memset an HBM tensor directly", loc=loc,
+                              hint="fill an SBUF tile and nl.store it")
+        tr.emit(ir.Instr("memset", (view.access,), (ir.Imm(value.item() if isinstance(value, np.generic) else value,
+                                                          D.scalar_dtype(value)),),
+                         attrs(engine="vector"), None, loc))
+        return
+    raise errors.make("argument", f"cannot assign a {type(value).__name__} to a tile", loc=loc,
+                      hint="assign a tile, a matmul result or a Python number")
+
+
+def update_in_place(tile: Tile, other, opname: str) -> Tile:
+    """`tile op= other`: PSUM accumulation for matmul results, else an elementwise op into `tile`."""
+    loc = capture_loc(3)
+    if isinstance(other, PendingMatmul) and other.is_pending and opname == "add":
+        if tile.space != ir.Space.PSUM:
+            raise errors.make("memory_space", f"matmul results accumulate only into PSUM; '{tile.name}' is in "
+                              f"{tile.space.value}", loc=loc, hint="declare the accumulator with buffer=nl.psum")
+        if tile.shape != other.shape:
+            raise errors.make("matmul_shape", f"accumulating a matmul result of shape {other.shape} into a PSUM "
+                              f"tile of shape {tile.shape}", loc=loc)
+        other.consume_into(tile.access, accumulate=True)
+        return tile
+    from . import ops_math
+    ops_math.elementwise(opname, tile, other, dtype=None, mask=None, out=tile, loc=loc)
+    return tile
+
+
+def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
+    tr = current()
+    loc = capture_loc(3)
+    if t.space != ir.Space.HBM:
+        raise errors.make("reshape", "only HBM tensors can be reshaped", loc=loc,
+                          hint="reshape the HBM tensor before loading it")
+    buf = t.buf
+    if t.access != ir.Access.full(buf):
+        raise errors.make("reshape", "reshape applies to a whole HBM tensor, not to a view of it", loc=loc)
+    shape = tuple(int(s) for s in shape)
+    if int(np.prod(shape)) != buf.size:
+        raise errors.make("reshape", f"cannot reshape {buf.shape} ({buf.size} elements) into {shape}", loc=loc)
+    root = buf.base or buf.name
+    alias = tr.add_buffer(ir.Buffer(tr.fresh(root + "_r"), ir.Space.HBM, shape, buf.dtype, "view", 0, root,
+                                    loc=loc, hbm_kind=buf.hbm_kind))
+    return Tile(tr, ir.Access.full(alias), t.dtype_name)

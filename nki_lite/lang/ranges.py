@@ -1,0 +1,102 @@
+"""Loops and SPMD ids: nl.affine_range / sequential_range / static_range, program_id & co.
+
+Contract: `affine_range` and `sequential_range` yield ONE symbolic loop variable and record the
+body as an `ir.Loop` (the IR size does not depend on the trip count). `static_range` and Python's
+`range` unroll at trace time. `program_id(axis)` is a symbolic index over the launch grid;
+`num_programs` and `program_ndim` are trace-time ints.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import errors
+from ..loc import capture_loc
+from ..lower.affine import Affine
+from .index import Index
+from .tracer import current
+
+
+def _bounds(args, name: str, loc) -> tuple[int, int, int]:
+    if not 1 <= len(args) <= 3:
+        raise errors.make("bad_loop", f"{name} takes (stop), (start, stop) or (start, stop, step)", loc=loc)
+    for a in args:
+        if isinstance(a, Index):
+            raise errors.make("bad_loop", f"{name} bounds must be Python ints known at trace time, got the symbolic "
+                              f"`{a.expr}`", loc=loc, hint="loop bounds cannot depend on other loop variables")
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise errors.make("bad_loop", f"{name} bounds must be Python ints, got {a!r}", loc=loc)
+    r = range(*[int(a) for a in args])
+    if r.step == 0:
+        raise errors.make("bad_loop", f"{name} step must be nonzero", loc=loc)
+    return r.start, r.step, len(r)
+
+
+def _symbolic_range(args, kind: str, name: str):
+    loc = capture_loc(3)
+    tr = current()
+    start, step, trip = _bounds(args, name, loc)
+    var = tr.open_loop(trip, kind, start, step, loc)
+    finished = False
+    try:
+        yield Index(Affine.make(start, {var: step}))
+        finished = True
+    finally:
+        if finished:
+            tr.close_loop(var)
+        else:
+            # break, return or an exception inside the body: the loop cannot be represented
+            tr.broken_loop = loc
+            try:
+                tr.close_loop(var)
+            except Exception:  # the trace is already failing; keep the original error
+                pass
+
+
+class _Range:
+    def __init__(self, args, kind, name):
+        self.args, self.kind, self.name = args, kind, name
+
+    def __iter__(self):
+        return _symbolic_range(self.args, self.kind, self.name)
+
+    def __len__(self):
+        return len(range(*self.args))
+
+
+def affine_range(*args, **kwargs):
+    """Parallel loop (iterations independent except PSUM += accumulation); stays a loop in the IR."""
+    return _Range(args, "affine", "nl.affine_range")
+
+
+def sequential_range(*args, **kwargs):
+    """Loop with a carried dependency allowed; stays a loop in the IR, runs in order."""
+    return _Range(args, "sequential", "nl.sequential_range")
+
+
+def static_range(*args, **kwargs):
+    """Unrolled at trace time (like Python's range)."""
+    return range(*args)
+
+
+def program_id(axis: int = 0) -> Index:
+    tr = current()
+    if not 0 <= axis < max(1, len(tr.grid)):
+        raise errors.make("argument", f"program_id({axis}) outside a launch grid of rank {len(tr.grid)}",
+                          loc=capture_loc(2))
+    if not tr.grid:
+        return Index(Affine(0))
+    return Index(Affine.var(f"pid{axis}"))
+
+
+def num_programs(axes=None) -> int:
+    tr = current()
+    grid = tr.grid or (1,)
+    if axes is None:
+        return int(np.prod(grid))
+    if isinstance(axes, (tuple, list)):
+        return int(np.prod([grid[a] for a in axes]))
+    return int(grid[axes]) if axes < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(current().grid)

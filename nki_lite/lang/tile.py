@@ -1,0 +1,393 @@
+"""Tile proxies: what kernel code holds while it is traced.
+
+Contract:
+- A `Tile` is a view: an `ir.Access` into a buffer plus the buffer's dtype. Indexing a tile
+  composes affine views (they write through); `t[...] = v` emits a copy, DMA or memset into the
+  view; `t += v` updates in place (PSUM accumulation when `v` is a matmul result).
+- Python operators and numpy ufuncs on tiles call the nl ops, so `a + b`, `np.exp(a)`,
+  `np.max(a, axis=1)` trace like `nl.add(a, b)`, `nl.exp(a)`, `nl.max(a, axis=1)`.
+- Branching on a tile (`if t:`) raises control_flow_on_tile.
+- `PendingMatmul` is the result of nc_matmul/matmul before it has a destination: the next
+  statement either gives it one (`psum[...] = mm`, `psum[...] += mm`) or it is materialised into a
+  fresh PSUM tile; the tracer flushes it before any other instruction, so order is preserved.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import errors
+from ..loc import capture_loc
+from ..lower import ir
+from ..lower.affine import Affine, axis_var
+from . import dtypes as D
+from .index import DynSlice, Index, as_index
+from .tracer import Tracer, attrs, current
+
+
+def _err(name: str, msg: str, hint: str | None = None, depth: int = 3):
+    return errors.make(name, msg, loc=capture_loc(depth), hint=hint)
+
+
+class Tile:
+    """A traced tensor or tile: a view into an HBM, SBUF or PSUM buffer."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, tracer: Tracer, access: ir.Access, dtype: str):
+        self._tracer = tracer
+        self._access = access
+        self._dtype = dtype
+
+    # ---- identity
+    @property
+    def access(self) -> ir.Access:
+        return self._access
+
+    @property
+    def buf(self) -> ir.Buffer:
+        return self._tracer.buffers[self.access.buffer]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.access.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return D.to_numpy(self._dtype)
+
+    @property
+    def dtype_name(self) -> str:
+        return self._dtype
+
+    @property
+    def buffer(self):
+        from .memory import SPACE_OBJECTS
+        return SPACE_OBJECTS[self.buf.space]
+
+    @property
+    def space(self) -> ir.Space:
+        return self.buf.space
+
+    @property
+    def name(self) -> str:
+        return self.buf.name
+
+    def __repr__(self) -> str:
+        return f"Tile({self.access}, {self._dtype}, {self.space.value})"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # ---- views
+    def __getitem__(self, key) -> "Tile":
+        return Tile(self._tracer, compose(self.access, key, self._tracer), self._dtype)
+
+    def view_of(self, access: ir.Access) -> "Tile":
+        return Tile(self._tracer, access, self._dtype)
+
+    def __setitem__(self, key, value) -> None:
+        from .ops_memory import assign
+        assign(self[key], value)
+
+    def reshape(self, *shape) -> "Tile":
+        from .ops_memory import reshape
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return reshape(self, tuple(shape))
+
+    def broadcast_to(self, shape) -> "Tile":
+        from .ops_math import broadcast_to
+        return broadcast_to(self, shape)
+
+    # ---- control flow cannot depend on data
+    def __bool__(self):
+        raise _err("control_flow_on_tile",
+                   f"Python control flow (if/while/and/or/not) depends on the value of tile '{self.name}', "
+                   "which only exists when the kernel runs", depth=2)
+
+    def __iter__(self):
+        raise _err("control_flow_on_tile", f"cannot iterate over tile '{self.name}' in Python",
+                   "index it with nl.arange / slices, or loop with nl.affine_range", depth=2)
+
+    def __index__(self):
+        raise _err("control_flow_on_tile", f"tile '{self.name}' used where Python needs an int", depth=2)
+
+    __int__ = __index__
+    __float__ = __index__
+
+    # ---- operators -> nl ops
+    def _bin(self, other, name: str, reverse: bool = False):
+        from . import ops_math
+        fn = getattr(ops_math, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, o): return self._bin(o, "add")
+    def __radd__(self, o): return self._bin(o, "add", True)
+    def __sub__(self, o): return self._bin(o, "subtract")
+    def __rsub__(self, o): return self._bin(o, "subtract", True)
+    def __mul__(self, o): return self._bin(o, "multiply")
+    def __rmul__(self, o): return self._bin(o, "multiply", True)
+    def __truediv__(self, o): return self._bin(o, "divide")
+    def __rtruediv__(self, o): return self._bin(o, "divide", True)
+    def __pow__(self, o): return self._bin(o, "power")
+    def __rpow__(self, o): return self._bin(o, "power", True)
+    def __and__(self, o): return self._bin(o, "bitwise_and")
+    def __rand__(self, o): return self._bin(o, "bitwise_and", True)
+    def __or__(self, o): return self._bin(o, "bitwise_or")
+    def __ror__(self, o): return self._bin(o, "bitwise_or", True)
+    def __xor__(self, o): return self._bin(o, "bitwise_xor")
+    def __rxor__(self, o): return self._bin(o, "bitwise_xor", True)
+    def __lshift__(self, o): return self._bin(o, "left_shift")
+    def __rshift__(self, o): return self._bin(o, "right_shift")
+    def __lt__(self, o): return self._bin(o, "less")
+    def __le__(self, o): return self._bin(o, "less_equal")
+    def __gt__(self, o): return self._bin(o, "greater")
+    def __ge__(self, o): return self._bin(o, "greater_equal")
+    def __eq__(self, o): return self._bin(o, "equal")  # noqa: E704
+    def __ne__(self, o): return self._bin(o, "not_equal")  # noqa: E704
+    __hash__ = object.__hash__
+
+    def __neg__(self):
+        from . import ops_math
+        return ops_math.negative(self)
+
+    def __abs__(self):
+        from . import ops_math
+        return ops_math.abs(self)
+
+    def __invert__(self):
+        from . import ops_math
+        return ops_math.invert(self)
+
+    def _inplace(self, other, name: str):
+        from .ops_memory import update_in_place
+        return update_in_place(self, other, name)
+
+    def __iadd__(self, o): return self._inplace(o, "add")
+    def __isub__(self, o): return self._inplace(o, "subtract")
+    def __imul__(self, o): return self._inplace(o, "multiply")
+    def __itruediv__(self, o): return self._inplace(o, "divide")
+
+    # ---- numpy interop: np.add(t, u), np.exp(t), np.sum(t, axis=1), ...
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .ops_math import ufunc_to_op
+        if method != "__call__":
+            if method == "reduce":
+                from . import ops_math
+                red = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}.get(ufunc.__name__)
+                if red:
+                    return getattr(ops_math, red)(inputs[0], **kwargs)
+            return NotImplemented
+        fn = ufunc_to_op(ufunc)
+        if fn is None:
+            raise _err("unsupported", f"numpy ufunc np.{ufunc.__name__} has no NKI equivalent in nki_lite", depth=2)
+        kwargs.pop("out", None)
+        return fn(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import ops_math
+        name = {"sum": "sum", "max": "max", "amax": "max", "min": "min", "amin": "min", "mean": "mean",
+                "prod": "prod", "all": "all", "var": "var", "transpose": "transpose", "where": "where",
+                "matmul": "matmul", "copy": "copy", "broadcast_to": "broadcast_to"}.get(func.__name__)
+        if name is None or not hasattr(ops_math, name):
+            raise _err("unsupported", f"numpy function np.{func.__name__} is not supported on tiles", depth=2)
+        return getattr(ops_math, name)(*args, **kwargs)
+
+    def __array__(self, *a, **k):
+        raise _err("control_flow_on_tile",
+                   f"tile '{self.name}' was converted to a numpy array inside the kernel; its values only "
+                   "exist when the kernel runs", depth=2)
+
+
+class PendingMatmul(Tile):
+    """A matmul result waiting for its destination (see module docstring)."""
+
+    def __init__(self, tracer: Tracer, shape: tuple[int, int], ins: tuple[ir.Access, ir.Access],
+                 op_attrs: tuple, loc):
+        self._tracer = tracer
+        self._dtype = "float32"
+        self._shape = shape
+        self._ins = ins
+        self._op_attrs = op_attrs
+        self._loc = loc
+        self._access_cached: ir.Access | None = None
+        self.consumed = False
+        tracer.pending = self
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def is_pending(self) -> bool:
+        return self._access_cached is None and not self.consumed
+
+    def emit_into(self, dst: ir.Access, accumulate: bool) -> None:
+        tr = self._tracer
+        tr.pending = None
+        tr.emit_raw(ir.Instr("nc_matmul", (dst,), self._ins,
+                             self._op_attrs + attrs(accumulate=accumulate), None, self._loc))
+
+    def materialize(self) -> ir.Access:
+        if self._access_cached is None:
+            from .memory import new_buffer
+            buf = new_buffer(self._tracer, self._shape, "float32", ir.Space.PSUM, "psum", self._loc, raw=True)
+            self._access_cached = ir.Access.full(buf)
+            self.emit_into(self._access_cached, accumulate=False)
+        return self._access_cached
+
+    def consume_into(self, dst: ir.Access, accumulate: bool) -> None:
+        self.emit_into(dst, accumulate)
+        if accumulate:
+            self.consumed = True
+        else:
+            self._access_cached = dst
+
+    @property
+    def access(self) -> ir.Access:
+        if self.consumed:
+            raise _err("consumed_value", "this matmul result was accumulated into a PSUM tile and has no value "
+                       "of its own", depth=3)
+        return self.materialize()
+
+
+# ---------------------------------------------------------------- view composition
+
+def _as_index_or_none(x):
+    if isinstance(x, Index):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return Index(Affine(int(x)))
+    return None
+
+
+def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
+    """The access of `tile[key]` for a tile with access `acc` (basic or advanced indexing)."""
+    key = key if isinstance(key, tuple) else (key,)
+    nd = len(acc.shape)
+    if any(k is Ellipsis for k in key):
+        i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        fill = nd - (len(key) - 1)
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    if len(key) > nd:
+        raise _err("rank", f"too many indices ({len(key)}) for a tile of rank {nd} and shape {acc.shape}")
+    advanced = [k for k in key if isinstance(k, Index) and k.ndim > 0]
+    if advanced:
+        if any(isinstance(k, (slice, DynSlice)) for k in key):
+            raise _err("mixed_indexing", "mixing basic indexing (slices) and advanced indexing (nl.arange) "
+                       "in one subscript is not supported")
+        if len(key) < nd:
+            raise _err("rank", f"advanced indexing needs an index for each of the {nd} dimensions of a tile of "
+                       f"shape {acc.shape}; got {len(key)}")
+        ndim = max(k.ndim for k in advanced)
+        extents: dict[int, int] = {}
+        for k in advanced:
+            if k.ndim != ndim:
+                raise _err("bad_index", "index expressions of different rank in one subscript",
+                           "lift each nl.arange to the same rank ([:, None] and [None, :] for 2-D)")
+            for ax, e in k.extents.items():
+                if extents.setdefault(ax, e) != e:
+                    raise _err("bad_index", f"index expressions disagree on the extent of axis {ax}")
+        new_shape = tuple(extents.get(a, 1) for a in range(ndim))
+        subst = {}
+        for d, k in enumerate(key):
+            ix = _as_index_or_none(k)
+            if ix is None:
+                raise _err("bad_index", f"unsupported index {k!r}")
+            subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
+        return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
+
+    key = key + (slice(None),) * (nd - len(key))
+    subst = {}
+    new_shape: list[int] = []
+    for d, k in enumerate(key):
+        size = acc.shape[d]
+        if isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step
+            step = 1 if step is None else step
+            if not isinstance(step, int) or step == 0:
+                raise _err("bad_index", f"slice step must be a nonzero Python int, got {step!r}")
+            if all(v is None or isinstance(v, (int, np.integer)) for v in (start, stop)):
+                r = range(*slice(start, stop, step).indices(size))
+                n, first = len(r), (r.start if len(r) else 0)
+                if n == 0:
+                    raise _err("bad_index", f"empty slice {k} of a dimension of size {size}")
+                subst[axis_var(d)] = Affine.make(first, {axis_var(len(new_shape)): step})
+                new_shape.append(n)
+                continue
+            if step != 1:
+                raise _err("bad_index", "symbolic slices must have step 1", "use nl.ds(start, size)")
+            s = as_index(0 if start is None else start)
+            e = as_index(size if stop is None else stop)
+            if s is NotImplemented or e is NotImplemented:
+                raise _err("bad_index", f"unsupported slice bounds {k}")
+            span = (e - s).expr
+            if not span.is_const or span.const <= 0:
+                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{span}`",
+                           "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
+            subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)))
+            new_shape.append(span.const)
+        elif isinstance(k, DynSlice):
+            s = as_index(k.start)
+            if s is NotImplemented:
+                raise _err("bad_index", f"unsupported nl.ds start {k.start!r}")
+            subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)), k.step)
+            new_shape.append(k.size)
+        else:
+            ix = _as_index_or_none(k)
+            if ix is None:
+                if isinstance(k, Tile):
+                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet")
+                raise _err("bad_index", f"unsupported index {k!r} of type {type(k).__name__}")
+            if ix.expr.is_const and not -size <= ix.expr.const < size:
+                raise _err("out_of_bounds", f"index {ix.expr.const} is out of bounds for a dimension of size {size}")
+            e = ix.expr
+            if e.is_const and e.const < 0:
+                e = Affine(e.const + size)
+            subst[axis_var(d)] = e
+    return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), tuple(new_shape))
+
+
+def _unbroadcast(expr: Affine, shape: tuple[int, ...]) -> Affine:
+    """Axis vars of extent 1 only take the value 0: drop them so the axis becomes a broadcast."""
+    return expr.subst({axis_var(a): 0 for a, n in enumerate(shape) if n == 1})
+
+
+def broadcast_access(acc: ir.Access, target: tuple[int, ...], what: str = "operand") -> ir.Access:
+    """View `acc` with shape `target` (NKI alignment: partition axis first, missing free axes at the end)."""
+    shape = acc.shape
+    if shape == target:
+        return acc
+    if len(shape) > len(target):
+        raise _err("shape_mismatch", f"{what} of shape {shape} cannot broadcast to {target}", depth=4)
+    src = tuple(shape) + (1,) * (len(target) - len(shape))
+    subst = {}
+    for a, (s, t) in enumerate(zip(src, target)):
+        if s == t:
+            subst[axis_var(a)] = Affine.var(axis_var(a))
+        elif s == 1:
+            subst[axis_var(a)] = Affine(0)
+        else:
+            hint = ("partition dimensions differ: call nl.broadcast_to(x, shape=...) explicitly" if a == 0
+                    else "make the free dimensions equal, or 1 to broadcast")
+            raise _err("shape_mismatch", f"{what} of shape {shape} cannot broadcast to {target}", hint, depth=4)
+    return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), tuple(target))
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NKI broadcasting of tile shapes: align partition axes, pad free axes at the end."""
+    nd = max(len(s) for s in shapes)
+    out = []
+    for a in range(nd):
+        sizes = {s[a] if a < len(s) else 1 for s in shapes}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            hint = ("partition dimensions differ: call nl.broadcast_to(x, shape=...) explicitly" if a == 0
+                    else "free dimensions must be equal, or 1 to broadcast")
+            raise _err("shape_mismatch", f"operand shapes {' and '.join(map(str, shapes))} do not broadcast", hint,
+                       depth=4)
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)

@@ -1,0 +1,101 @@
+"""Tracing a kernel function into an `ir.Kernel`.
+
+Contract: `trace(fn, bound, grid, target)` runs `fn` once with proxy tiles for its tensor
+arguments (numpy arrays or nt.tensor placeholders become HBM input buffers named after the
+parameters) and passes every other argument through as a trace-time constant. The returned
+tensors (None, one, or a tuple/list) become the kernel's outputs. Rules checked here: returned
+values are whole HBM tensors; nt.mutable_tensor parameters are returned; no loop was left by
+break/return.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+
+import numpy as np
+
+from .. import errors
+from ..loc import Loc, UNKNOWN_LOC
+from ..lower import ir
+from ..typing import TensorSpec, is_mutable_annotation
+from . import dtypes as D
+from .tile import Tile
+from .tracer import Tracer
+
+
+def fn_loc(fn) -> Loc:
+    try:
+        code = fn.__code__
+        return Loc(code.co_filename, code.co_firstlineno, 0)
+    except AttributeError:
+        return UNKNOWN_LOC
+
+
+def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
+    """(shape, dtype name) for tensor-like arguments, None for trace-time constants."""
+    if isinstance(value, TensorSpec):
+        return tuple(value.shape or ()), D.name_of(value.dtype if value.dtype is not None else np.float32)
+    if isinstance(value, np.ndarray):
+        return value.shape, D.name_of(value.dtype)
+    return None
+
+
+def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
+    loc = fn_loc(fn)
+    tr = Tracer(fn.__name__, grid, target)
+    tr.broken_loop = None
+    sig = inspect.signature(fn)
+    call_args = {}
+    with tr:
+        for name, value in bound.arguments.items():
+            spec = arg_spec(value)
+            param = sig.parameters[name]
+            if spec is None:
+                call_args[name] = value
+                continue
+            shape, dt = spec
+            mutable = is_mutable_annotation(param.annotation)
+            buf = tr.add_buffer(ir.Buffer(name, ir.Space.HBM, shape, dt, "input", mutable=mutable, loc=loc))
+            tr.params.append(name)
+            call_args[name] = Tile(tr, ir.Access.full(buf), dt)
+        args, kwargs = [], {}
+        for name, value in call_args.items():
+            p = sig.parameters[name]
+            if p.kind == p.VAR_POSITIONAL:
+                args.extend(value)
+            elif p.kind == p.VAR_KEYWORD:
+                kwargs.update(value)
+            elif p.kind == p.KEYWORD_ONLY:
+                kwargs[name] = value
+            else:
+                args.append(value)
+        result = fn(*args, **kwargs)
+        if tr.broken_loop is not None:
+            raise errors.make("bad_loop", "break/return inside nl.affine_range or nl.sequential_range: the loop "
+                              "body must run to completion in every iteration", loc=tr.broken_loop,
+                              hint="use a mask= for partial work, or nl.static_range to unroll")
+        if result is None:
+            values, kind = [], "none"
+        elif isinstance(result, (tuple, list)):
+            values, kind = list(result), "tuple"
+        else:
+            values, kind = [result], "single"
+        outputs = []
+        for v in values:
+            if not isinstance(v, Tile) or v.space != ir.Space.HBM:
+                raise errors.make("argument", f"a kernel returns HBM tensors (created with buffer=nl.shared_hbm); "
+                                  f"got {v!r}", loc=loc)
+            if v.access != ir.Access.full(v.buf) or v.buf.base is not None:
+                raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
+                                  "whole tensor", loc=loc)
+            outputs.append(v.name)
+        for name in tr.params:
+            b = tr.buffers[name]
+            if b.mutable and name not in outputs:
+                raise errors.make("mutable_not_returned", f"parameter '{name}' is annotated nt.mutable_tensor but "
+                                  "is not returned by the kernel", loc=loc)
+        for name in outputs:
+            b = tr.buffers[name]
+            if b.kind == "local":
+                tr.buffers[name] = replace(b, kind="output")
+        return tr.freeze(tuple(outputs), kind, loc)

@@ -1,0 +1,132 @@
+"""The trace context: the one mutable object while a kernel body runs with proxy tiles.
+
+Contract: `current()` returns the active `Tracer` or raises `outside_kernel`. The tracer owns the
+buffer table, the stack of open bodies (kernel body, loop bodies), variable numbering and the
+pending-matmul slot; `emit()` appends an instruction (flushing a pending matmul first, so program
+order is always the statement order). `freeze()` returns the immutable `ir.Kernel`.
+"""
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import errors
+from ..loc import Loc, capture_loc
+from ..lower import ir
+from ..lower.affine import Mask
+
+_CURRENT: contextvars.ContextVar["Tracer | None"] = contextvars.ContextVar("nki_lite_tracer", default=None)
+
+
+def current() -> "Tracer":
+    t = _CURRENT.get()
+    if t is None:
+        raise errors.make("outside_kernel", "NKI API called outside of a kernel", loc=capture_loc(2))
+    return t
+
+
+def active() -> "Tracer | None":
+    return _CURRENT.get()
+
+
+@dataclass
+class _Body:
+    nodes: list = field(default_factory=list)
+    loop: dict | None = None        # var, trip, kind, start, step, loc
+
+
+class Tracer:
+    def __init__(self, name: str, grid: tuple[int, ...], target: str):
+        self.name = name
+        self.grid = grid
+        self.target = target
+        self.buffers: dict[str, ir.Buffer] = {}
+        self.stack: list[_Body] = [_Body()]
+        self._names: dict[str, int] = {}
+        self.n_loops = 0
+        self.pending = None          # a lang.tile.PendingMatmul awaiting its consumer
+        self.params: list[str] = []
+        self.var_extents: dict[str, int] = {f"pid{k}": g for k, g in enumerate(grid)}
+        self._token = None
+
+    # ---- lifetime
+    def __enter__(self) -> "Tracer":
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._token)
+
+    # ---- names and buffers
+    def fresh(self, base: str) -> str:
+        base = base or "t"
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        name = base if n == 0 and base not in self.buffers else f"{base}.{n}"
+        while name in self.buffers:
+            n += 1
+            name = f"{base}.{n}"
+        self._names[base] = n + 1
+        return name
+
+    def add_buffer(self, buf: ir.Buffer) -> ir.Buffer:
+        self.buffers[buf.name] = buf
+        return buf
+
+    @property
+    def depth(self) -> int:
+        return len(self.stack) - 1
+
+    def loop_vars(self) -> list[str]:
+        return [b.loop["var"] for b in self.stack[1:]]
+
+    # ---- instructions
+    def emit(self, instr: ir.Instr) -> ir.Instr:
+        if self.pending is not None:
+            self.pending.materialize()
+        self.stack[-1].nodes.append(instr)
+        return instr
+
+    def emit_raw(self, instr: ir.Instr) -> ir.Instr:
+        """Append without flushing the pending matmul (used by the flush itself)."""
+        self.stack[-1].nodes.append(instr)
+        return instr
+
+    # ---- loops
+    def open_loop(self, trip: int, kind: str, start: int, step: int, loc: Loc) -> str:
+        if self.pending is not None:
+            self.pending.materialize()
+        var = f"i{self.n_loops}"
+        self.n_loops += 1
+        self.var_extents[var] = trip
+        self.stack.append(_Body(loop=dict(var=var, trip=trip, kind=kind, start=start, step=step, loc=loc)))
+        return var
+
+    def close_loop(self, var: str) -> None:
+        if self.pending is not None:
+            self.pending.materialize()
+        body = self.stack[-1]
+        if body.loop is None or body.loop["var"] != var:
+            raise errors.make("bad_loop", "loops closed out of order (break or an exception inside a loop?)",
+                              loc=capture_loc(2))
+        self.stack.pop()
+        L = body.loop
+        self.stack[-1].nodes.append(ir.Loop(L["var"], L["trip"], L["kind"], tuple(body.nodes),
+                                            L["start"], L["step"], L["loc"]))
+
+    def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None) -> ir.Kernel:
+        if self.pending is not None:
+            self.pending.materialize()
+        if len(self.stack) != 1:
+            raise errors.make("bad_loop", "kernel returned from inside a loop", loc=loc)
+        return ir.Kernel(self.name, tuple(self.params), outputs, tuple(self.buffers.values()),
+                         tuple(self.stack[0].nodes), self.grid, self.target, return_kind, loc)
+
+
+def attrs(**kw: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, v) for k, v in kw.items() if v is not None)
+
+
+def mask_or_none(m) -> Mask | None:
+    return m

@@ -1,0 +1,217 @@
+"""The tile IR: what a traced kernel is, for the interpreter, the JIT and the engine model alike.
+
+Contract:
+- Everything is a frozen dataclass; a `Kernel` is a pure value (hashable parts, stable printing).
+- Memory: `Buffer`s live in HBM, SBUF or PSUM. HBM views (reshape) are buffers with `base` set and
+  share the base's linear storage. On-chip buffers have a partition axis (`par_axis`, 0 unless
+  nl.par_dim put it elsewhere).
+- Data: an `Access` addresses a buffer with one affine index per buffer dimension, over loop
+  variables, program ids and axis variables `@k` that range over the access's `shape`. Strided,
+  broadcast (axis unused), transposed and offset patterns are all just affine indices, which leaves
+  room for the new NKI dialect's access patterns; dynamic (data-dependent) offsets would add a
+  term kind to `Affine`.
+- Control: `Loop(var, trip, kind, body)` with var in [0, trip). Loops stay loops: the IR size does
+  not depend on trip counts. SPMD grids are the kernel's `grid`; program ids are vars `pid0..`.
+- Instructions: `Instr(op, outs, ins, attrs, mask, loc)`; `op` names a registered op
+  (lower/ops.py), attrs carry everything numeric (ALU function, output rounding, accumulate, engine).
+  Every instruction has the user's `Loc`.
+- `format(kernel)` prints stable text with `# file:line` suffixes (golden tests, cache keys).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterator, Union
+
+from ..loc import Loc
+from .affine import Affine, Mask, axis_var
+
+
+class Space(str, Enum):
+    HBM = "hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    space: Space
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str = "local"        # input | output | local | const
+    par_axis: int = 0
+    base: str | None = None    # HBM view of another buffer (same linear storage)
+    mutable: bool = False      # input annotated nt.mutable_tensor
+    hbm_kind: str = ""         # shared_hbm | private_hbm for HBM locals/outputs
+    loc: Loc | None = None
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class Access:
+    buffer: str
+    index: tuple[Affine, ...]      # one per buffer dimension
+    shape: tuple[int, ...]         # the tile shape; axis k is variable "@k"
+
+    @staticmethod
+    def full(buf: Buffer) -> "Access":
+        return Access(buf.name, tuple(Affine.var(axis_var(k)) for k in range(len(buf.shape))), buf.shape)
+
+    def vars(self) -> set[str]:
+        out: set[str] = set()
+        for e in self.index:
+            out |= e.vars()
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.buffer}[{', '.join(str(e) for e in self.index)}]<{'x'.join(map(str, self.shape))}>"
+
+
+@dataclass(frozen=True)
+class Imm:
+    value: Union[int, float]
+    dtype: str = "float32"
+
+    def __str__(self) -> str:
+        return f"{self.value!r}:{self.dtype}"
+
+
+Operand = Union[Access, Imm]
+
+
+@dataclass(frozen=True)
+class Instr:
+    op: str
+    outs: tuple[Access, ...]
+    ins: tuple[Operand, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+    mask: Mask | None = None
+    loc: Loc | None = None
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def out(self) -> Access:
+        return self.outs[0]
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    trip: int
+    kind: str                      # affine | sequential
+    body: tuple["Node", ...]
+    start: int = 0                 # user-visible value = start + step * var (kept for printing)
+    step: int = 1
+    loc: Loc | None = None
+
+
+Node = Union[Instr, Loop]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    params: tuple[str, ...]        # input buffer names, in call order
+    outputs: tuple[str, ...]       # returned buffer names, in return order
+    buffers: tuple[Buffer, ...]
+    body: tuple[Node, ...]
+    grid: tuple[int, ...] = ()
+    target: str = "trn2"
+    return_kind: str = "tuple"     # none | single | tuple
+    loc: Loc | None = None
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    @property
+    def buffer_map(self) -> dict[str, Buffer]:
+        return {b.name: b for b in self.buffers}
+
+
+def walk(nodes: tuple[Node, ...], loops: tuple[Loop, ...] = ()) -> Iterator[tuple[Instr, tuple[Loop, ...]]]:
+    """Every instruction with the loops enclosing it (outermost first)."""
+    for n in nodes:
+        if isinstance(n, Loop):
+            yield from walk(n.body, loops + (n,))
+        else:
+            yield n, loops
+
+
+def count_instrs(kernel: Kernel) -> int:
+    return sum(1 for _ in walk(kernel.body))
+
+
+# ---------------------------------------------------------------- printing
+
+def _fmt_attr(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, tuple):
+        return "(" + ",".join(_fmt_attr(x) for x in v) + ")"
+    if isinstance(v, Enum):
+        return str(v.value)
+    return str(v)
+
+
+def _suffix(loc: Loc | None) -> str:
+    return f"  # {os.path.basename(loc.file)}:{loc.line}" if loc else ""
+
+
+def format_instr(ins: Instr) -> str:
+    outs = ", ".join(map(str, ins.outs))
+    args = ", ".join(map(str, ins.ins))
+    attrs = " ".join(f"{k}={_fmt_attr(v)}" for k, v in ins.attrs)
+    s = f"{outs} = {ins.op}({args})"
+    if attrs:
+        s += " {" + attrs + "}"
+    if ins.mask is not None:
+        s += f" mask {ins.mask}"
+    return s + _suffix(ins.loc)
+
+
+def format(kernel: Kernel) -> str:  # noqa: A001 - the IR's printer, as DESIGN.md names it
+    lines = []
+    grid = f" grid=[{','.join(map(str, kernel.grid))}]" if kernel.grid else ""
+    lines.append(f"kernel {kernel.name}({', '.join(kernel.params)}) -> ({', '.join(kernel.outputs)})"
+                 f"{grid} target={kernel.target}")
+    for b in kernel.buffers:
+        extra = []
+        if b.par_axis:
+            extra.append(f"par_axis={b.par_axis}")
+        if b.base:
+            extra.append(f"view_of={b.base}")
+        if b.mutable:
+            extra.append("mutable")
+        if b.hbm_kind:
+            extra.append(b.hbm_kind)
+        ex = (" " + " ".join(extra)) if extra else ""
+        lines.append(f"  buffer {b.name}: {b.space.value}[{','.join(map(str, b.shape))}] {b.dtype} {b.kind}{ex}"
+                     f"{_suffix(b.loc)}")
+
+    def emit(nodes, depth):
+        pad = "  " * depth
+        for n in nodes:
+            if isinstance(n, Loop):
+                rng = f"{n.trip}" if (n.start, n.step) == (0, 1) else f"{n.trip}; value={n.start}+{n.step}*{n.var}"
+                lines.append(f"{pad}for {n.var} in {n.kind}_range({rng}):{_suffix(n.loc)}")
+                emit(n.body, depth + 1)
+            else:
+                lines.append(pad + format_instr(n))
+    emit(kernel.body, 1)
+    return "\n".join(lines) + "\n"

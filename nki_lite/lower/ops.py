@@ -1,0 +1,57 @@
+"""The op registry: one entry per IR op, one slot per backend.
+
+Contract: `OPS[name]` describes an IR op (its default engine and a one-line meaning). Backends
+register a rule per op with `@rule(backend, name)`; `BACKENDS` lists the backends that exist, and a
+test asserts every op has a rule in every one of them, so a new op cannot reach one backend and
+not the others. Backends: "interpret" (numpy oracle, runtime/interpret_rules.py). The LLVM JIT and
+the engine model add "llvm" and "cost" here when they land.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+BACKENDS: tuple[str, ...] = ("interpret",)
+
+
+@dataclass
+class OpDef:
+    name: str
+    engine: str          # default engine: tensor | vector | scalar | gpsimd | dma | none
+    meaning: str
+    rules: dict[str, Callable] = field(default_factory=dict)
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _op(name: str, engine: str, meaning: str) -> None:
+    OPS[name] = OpDef(name, engine, meaning)
+
+
+_op("alloc", "none", "a new on-chip tile comes to life (uninitialised; debug fill with NaN/sentinel)")
+_op("dma_copy", "dma", "copy between memories (HBM<->SBUF, any<->any), casting to the destination dtype")
+_op("tensor_copy", "vector", "on-chip copy with cast to the destination dtype")
+_op("memset", "vector", "fill the destination with a constant")
+_op("iota", "gpsimd", "fill the destination with an affine expression of its indices")
+_op("transpose", "tensor", "2-D partition/free transpose, exact data movement")
+_op("activation", "scalar", "out = func(in * scale + bias), optional free-axis reduction")
+_op("tensor_tensor", "vector", "out = in0 <op> in1 elementwise")
+_op("tensor_scalar", "vector", "out = (in <op0> s0) <op1> s1 with scalar or per-partition operands")
+_op("tensor_reduce", "vector", "reduce along free axes")
+_op("select", "vector", "out = cond ? a : b elementwise")
+_op("nc_matmul", "tensor", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate")
+
+
+def rule(backend: str, name: str):
+    """Decorator registering `fn` as `backend`'s rule for op `name`."""
+    def deco(fn: Callable) -> Callable:
+        if name not in OPS:
+            raise KeyError(f"unknown op {name!r}")
+        OPS[name].rules[backend] = fn
+        return fn
+    return deco
+
+
+def missing_rules() -> list[tuple[str, str]]:
+    return [(name, b) for name, op in OPS.items() for b in BACKENDS if b not in op.rules]

@@ -1,0 +1,121 @@
+"""ALU operations of the Vector/Scalar/GpSimd engines: the definition of each binary op.
+
+Contract:
+- `FP32[name](a, b)` computes on float32 arrays with one fp32 rounding per op (IEEE, RNE).
+  maximum/minimum are IEEE 754-2019 maximum/minimum: NaN if either input is NaN, and
+  -0 < +0, so the result never depends on operand order. Comparisons and logical ops return
+  1.0 / 0.0.
+- `INT[name](a, b)` computes on int64 arrays (exact; the caller wraps to the output width). It
+  is used when every input and the output are integer dtypes; ops missing from INT always use
+  the fp32 path (divide, power).
+- Bitwise ops exist only on the integer path.
+- `REDUCE_IDENTITY[name]` is the identity element used for masked-off/padding lanes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+_NAN = np.float32("nan")
+
+
+def _max(a, b):
+    with np.errstate(invalid="ignore"):
+        r = np.where(a > b, a, np.where(b > a, b, np.where(np.signbit(a), b, a)))
+        return np.where(np.isnan(a) | np.isnan(b), _NAN, r).astype(F32)
+
+
+def _min(a, b):
+    with np.errstate(invalid="ignore"):
+        r = np.where(a < b, a, np.where(b < a, b, np.where(np.signbit(a), a, b)))
+        return np.where(np.isnan(a) | np.isnan(b), _NAN, r).astype(F32)
+
+
+def _b(x):
+    return np.asarray(x).astype(F32)
+
+
+FP32 = {
+    "add": lambda a, b: (a + b).astype(F32),
+    "subtract": lambda a, b: (a - b).astype(F32),
+    "multiply": lambda a, b: (a * b).astype(F32),
+    "divide": lambda a, b: (a / b).astype(F32),
+    "maximum": _max,
+    "minimum": _min,
+    "equal": lambda a, b: _b(a == b),
+    "not_equal": lambda a, b: _b(a != b),
+    "greater": lambda a, b: _b(a > b),
+    "greater_equal": lambda a, b: _b(a >= b),
+    "less": lambda a, b: _b(a < b),
+    "less_equal": lambda a, b: _b(a <= b),
+    "logical_and": lambda a, b: _b((a != 0) & (b != 0)),
+    "logical_or": lambda a, b: _b((a != 0) | (b != 0)),
+    "logical_xor": lambda a, b: _b((a != 0) ^ (b != 0)),
+}
+
+INT = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "equal": lambda a, b: (a == b).astype(np.int64),
+    "not_equal": lambda a, b: (a != b).astype(np.int64),
+    "greater": lambda a, b: (a > b).astype(np.int64),
+    "greater_equal": lambda a, b: (a >= b).astype(np.int64),
+    "less": lambda a, b: (a < b).astype(np.int64),
+    "less_equal": lambda a, b: (a <= b).astype(np.int64),
+    "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(np.int64),
+    "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(np.int64),
+    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.int64),
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "left_shift": lambda a, b: np.left_shift(a, np.clip(b, 0, 63)),
+    "right_shift": lambda a, b: np.right_shift(a, np.clip(b, 0, 63)),  # on the unsigned/zero-extended value
+}
+
+INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}
+ALL_OPS = tuple(sorted(set(FP32) | set(INT)))
+COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+               "logical_and", "logical_or", "logical_xor"}
+COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "equal", "not_equal", "logical_and", "logical_or",
+               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+REDUCE_OPS = ("add", "maximum", "minimum", "multiply", "logical_and", "logical_or")
+REDUCE_IDENTITY = {"add": -0.0, "maximum": -np.inf, "minimum": np.inf, "multiply": 1.0,
+                   "logical_and": 1.0, "logical_or": 0.0}
+REDUCE_LANES = 16
+
+
+def reduce_fp32(op: str, x: np.ndarray) -> np.ndarray:
+    """Reduce float32 `x` along its last axis with nki_lite's fixed order.
+
+    Order (the contract the JIT reproduces): 16 interleaved lanes, lane j accumulating elements
+    j, j+16, j+32, ... in increasing order starting from the identity; then lanes combine by a
+    halving tree (lanes[0:8] op lanes[8:16], then [0:4] op [4:8], ...). Max/min are
+    order-independent anyway; add and multiply are not, which is why the order is fixed.
+    """
+    fn = FP32[op]
+    n = x.shape[-1]
+    lanes = REDUCE_LANES
+    pad = (-n) % lanes
+    if pad:
+        ident = np.full(x.shape[:-1] + (pad,), REDUCE_IDENTITY[op], dtype=F32)
+        x = np.concatenate([x, ident], axis=-1)
+    acc = np.full(x.shape[:-1] + (lanes,), REDUCE_IDENTITY[op], dtype=F32)
+    with np.errstate(all="ignore"):
+        for k in range(0, x.shape[-1], lanes):
+            acc = fn(acc, x[..., k:k + lanes])
+        w = lanes
+        while w > 1:
+            w //= 2
+            acc = fn(acc[..., :w], acc[..., w:2 * w])
+    return acc[..., 0]
+
+
+def reduce_int(op: str, x: np.ndarray) -> np.ndarray:
+    fn = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod,
+          "logical_and": lambda v, axis: np.all(v != 0, axis=axis).astype(np.int64),
+          "logical_or": lambda v, axis: np.any(v != 0, axis=axis).astype(np.int64)}[op]
+    return np.asarray(fn(x, axis=-1)).astype(np.int64)

@@ -1,0 +1,130 @@
+"""The numpy interpreter of the tile IR: the oracle that defines what every kernel computes.
+
+Contract:
+- `run(kernel, inputs, ...)` executes an `ir.Kernel` on numpy arrays and returns the output arrays
+  by buffer name. Inputs are copied (a kernel cannot touch the caller's arrays) except
+  nt.mutable_tensor parameters, whose final contents the caller writes back.
+- SPMD programs run one after another in row-major grid order; each has private SBUF/PSUM.
+- Every new on-chip allocation (`alloc`) and every new HBM tensor is filled with NaN (integers:
+  a sentinel, bool: True), so reading uninitialised memory shows up in results.
+- Every access is bounds-checked per dimension (only where the instruction's mask is true);
+  a violation raises IndexOutOfBoundsError naming the kernel line, the index range and the loop
+  variable values.
+- Op semantics live in runtime/interpret_rules.py, registered in the op registry.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Mapping
+
+import numpy as np
+
+from .. import errors
+from ..lang import dtypes as D
+from ..lower import ir
+from ..lower.affine import Mask
+from ..lower.ops import OPS
+
+SENTINEL = {"int8": -0x5B, "int16": -0x5A5B, "int32": -0x5A5A5A5B, "uint8": 0xA5, "uint16": 0xA5A5,
+            "uint32": 0xA5A5A5A5}
+
+
+def fill_uninit(arr: np.ndarray, dtype: str) -> None:
+    info = D.INFO[dtype]
+    if info.kind == "f":
+        arr[...] = np.float32("nan")
+    elif info.kind == "b":
+        arr[...] = True
+    else:
+        arr[...] = SENTINEL[dtype]
+
+
+class Machine:
+    """Memory and execution state for one kernel run."""
+
+    def __init__(self, kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]):
+        self.kernel = kernel
+        self.buffers = kernel.buffer_map
+        self.mem: dict[str, np.ndarray] = {}
+        for b in kernel.buffers:
+            if b.space == ir.Space.HBM and b.base is None:
+                if b.kind == "input":
+                    self.mem[b.name] = np.array(inputs[b.name], dtype=D.storage(b.dtype), order="C", copy=True)
+                else:
+                    self.mem[b.name] = self.new_array(b)
+        for b in kernel.buffers:
+            if b.base is not None:
+                self.mem[b.name] = self.mem[b.base].reshape(b.shape)
+
+    def new_array(self, b: ir.Buffer) -> np.ndarray:
+        arr = np.empty(b.shape, dtype=D.storage(b.dtype))
+        fill_uninit(arr, b.dtype)
+        return arr
+
+    # ---- execution
+    def run(self) -> None:
+        grid = self.kernel.grid or ()
+        for pid in itertools.product(*[range(g) for g in grid]):
+            env = {f"pid{k}": v for k, v in enumerate(pid)}
+            for b in self.kernel.buffers:        # private on-chip / private HBM per program
+                if b.space != ir.Space.HBM or (b.kind == "local" and b.hbm_kind != "shared_hbm"):
+                    self.mem[b.name] = self.new_array(b)
+            self.exec(self.kernel.body, env)
+
+    def exec(self, nodes, env: dict) -> None:
+        for n in nodes:
+            if isinstance(n, ir.Loop):
+                for v in range(n.trip):
+                    env[n.var] = v
+                    self.exec(n.body, env)
+                env.pop(n.var, None)
+            else:
+                OPS[n.op].rules["interpret"](self, n, env)
+
+    # ---- memory access
+    def _indices(self, acc: ir.Access, env, mask: np.ndarray | None, instr: ir.Instr):
+        buf = self.buffers[acc.buffer]
+        shape = acc.shape
+        idx = []
+        for d, e in enumerate(acc.index):
+            v = np.broadcast_to(np.asarray(e.evaluate(env, shape), dtype=np.int64), shape)
+            lim = buf.shape[d]
+            live = v if mask is None else v[mask]
+            if live.size and (live.min() < 0 or live.max() >= lim):
+                lo, hi = int(live.min()), int(live.max())
+                where = ", ".join(f"{k}={val}" for k, val in sorted(env.items()))
+                raise errors.make("out_of_bounds",
+                                  f"access to '{buf.name}' (shape {buf.shape}) on dimension {d}: index range "
+                                  f"[{lo}, {hi}] exceeds [0, {lim - 1}]" + (f" when {where}" if where else ""),
+                                  loc=instr.loc)
+            if mask is not None:
+                v = np.where(mask, v, 0)
+            idx.append(v)
+        return tuple(idx)
+
+    def eval_mask(self, instr: ir.Instr, env, shape) -> np.ndarray | None:
+        m: Mask | None = instr.mask
+        return None if m is None else m.evaluate(env, shape)
+
+    def read(self, acc: ir.Access, env, instr: ir.Instr, mask=None) -> np.ndarray:
+        return self.mem[acc.buffer][self._indices(acc, env, mask, instr)]
+
+    def write(self, acc: ir.Access, env, values: np.ndarray, instr: ir.Instr, mask=None) -> None:
+        arr = self.mem[acc.buffer]
+        idx = self._indices(acc, env, mask, instr)
+        values = np.broadcast_to(values, acc.shape)
+        if mask is None:
+            arr[idx] = values
+        else:
+            arr[tuple(i[mask] for i in idx)] = values[mask]
+
+    def dtype_of(self, acc: ir.Access) -> str:
+        return self.buffers[acc.buffer].dtype
+
+
+def run(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from . import interpret_rules  # noqa: F401 - registers the rules
+    m = Machine(kernel, inputs)
+    m.run()
+    out = {name: m.mem[name] for name in kernel.outputs}
+    return out

@@ -1,0 +1,206 @@
+"""Kernel objects: `@nki.jit` / `@nki_lite.kernel`, SPMD launch, signatures and the trace cache.
+
+Contract:
+- Calling a kernel binds the arguments like Python would (`inspect.Signature.bind`), converts
+  tensor arguments to numpy, builds the signature key (grid, target, shapes, dtypes, constants),
+  traces once per key (LRU cache), runs the chosen backend and returns numpy arrays in the shape
+  of the kernel's return (None, one array, or a tuple).
+- The backend is an argument (`mode=` on the decorator or the call, else NKI_LITE_MODE): never
+  module patching. "interpret" is the numpy interpreter; "jit" is not built yet and says so.
+- `kernel[g0, g1, ...]` binds an SPMD grid. `inspect_ir(*args)` returns `ir.format()` text.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import config, errors
+from ..lang import dtypes as D
+from ..lang.trace import arg_spec, fn_loc, trace
+from ..lower import ir
+from ..typing import TensorSpec
+
+log = logging.getLogger("nki_lite")
+
+_LEGACY_MODES = {"auto": "auto", "simulation": "interpret", "baremetal": "auto", "benchmark": "auto",
+                 "interpret": "interpret", "jit": "jit", None: None}
+TARGETS = ("trn1", "trn2", "trn3")
+_TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+
+
+def _const_key(v):
+    try:
+        hash(v)
+        return (type(v).__qualname__, v)
+    except TypeError:
+        return (type(v).__qualname__, repr(v))
+
+
+def _to_array(name: str, value, loc):
+    if isinstance(value, (np.ndarray, TensorSpec)):
+        arr = value
+    elif hasattr(value, "__dlpack__") and hasattr(value, "device") and "cuda" in str(getattr(value, "device", "")):
+        raise errors.make("argument", f"argument '{name}' is on a GPU device; move it to the CPU first", loc=loc)
+    elif hasattr(value, "__array__") and not isinstance(value, (list, tuple, int, float, bool, str)):
+        arr = np.asarray(value)
+    else:
+        return value
+    if isinstance(arr, np.ndarray):
+        try:
+            D.name_of(arr.dtype)
+        except D.UnknownDType:
+            hint = ("cast with .astype(np.float32)" if arr.dtype.kind == "f" else
+                    "cast with .astype(np.int32)" if arr.dtype.kind in "iu" else None)
+            raise errors.make("argument", f"argument '{name}' has dtype {arr.dtype}, which NKI devices do not "
+                              "support", loc=loc, hint=hint) from None
+        if arr.ndim == 0:
+            raise errors.make("argument", f"argument '{name}' is a 0-d array; pass a Python scalar for a "
+                              "trace-time constant or a 1-element array", loc=loc)
+    return arr
+
+
+class Kernel:
+    """A traced-and-run NKI kernel (what @nki.jit returns)."""
+
+    def __init__(self, fn, *, mode: str | None = None, target: str | None = None, grid: tuple = (), **options):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        if mode not in _LEGACY_MODES:
+            if mode in ("jax", "torchxla"):
+                raise errors.make("unsupported", f"mode={mode!r}: framework integration is not built in nki_lite",
+                                  loc=fn_loc(fn), hint="call the kernel with numpy arrays")
+            raise errors.make("argument", f"unknown mode={mode!r}; use 'interpret' or 'jit'", loc=fn_loc(fn))
+        self.mode = _LEGACY_MODES[mode]
+        self.target = _TARGET_ALIASES.get(target, target)
+        if self.target is not None and self.target not in TARGETS:
+            raise errors.make("argument", f"unknown target {target!r}; use one of {TARGETS}", loc=fn_loc(fn))
+        self.grid = grid
+        self.options = options
+        self.signature = inspect.signature(fn)
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = {"hits": 0, "misses": 0, "traces": 0}
+
+    # ---- launch configuration
+    def __getitem__(self, grid) -> "Kernel":
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        dims = []
+        for g in grid:
+            n = getattr(g, "size", g)
+            if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n <= 0:
+                raise errors.make("argument", f"SPMD grid dimensions must be positive ints, got {g!r}",
+                                  loc=fn_loc(self.fn))
+            dims.append(int(n))
+        k = Kernel.__new__(Kernel)
+        k.__dict__.update(self.__dict__)
+        k.grid = tuple(dims)
+        return k
+
+    def resolve_target(self, target: str | None = None) -> str:
+        t = target or self.target or config.default_target()
+        t = _TARGET_ALIASES.get(t, t)
+        if t not in TARGETS:
+            raise errors.make("argument", f"unknown target {t!r}; use one of {TARGETS}")
+        return t
+
+    def resolve_mode(self, mode: str | None = None) -> str:
+        m = _LEGACY_MODES.get(mode, mode) or self.mode or config.get("NKI_LITE_MODE")
+        if m == "auto":
+            m = "interpret"
+        if m == "jit":
+            raise errors.make("unsupported", "the LLVM JIT backend is not built yet; use mode='interpret'",
+                              loc=fn_loc(self.fn))
+        if m != "interpret":
+            raise errors.make("argument", f"unknown mode {m!r}; use 'interpret' or 'jit'")
+        return m
+
+    # ---- tracing
+    def bind(self, args, kwargs):
+        loc = fn_loc(self.fn)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise errors.make("argument", f"{e}; the kernel's signature is {self.fn.__name__}{self.signature}",
+                              loc=loc) from None
+        bound.apply_defaults()
+        for name in list(bound.arguments):
+            bound.arguments[name] = _to_array(name, bound.arguments[name], loc)
+        return bound
+
+    def key(self, bound, target: str) -> tuple:
+        parts = []
+        for name, v in bound.arguments.items():
+            spec = arg_spec(v)
+            parts.append((name, ("tensor",) + spec) if spec is not None else (name, _const_key(v)))
+        return (self.grid, target, tuple(parts))
+
+    def trace(self, *args, target: str | None = None, **kwargs) -> ir.Kernel:
+        bound = self.bind(args, kwargs)
+        return self._traced(bound, self.resolve_target(target))
+
+    def _traced(self, bound, target: str) -> ir.Kernel:
+        key = self.key(bound, target)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.stats["hits"] += 1
+                return hit
+        self.stats["misses"] += 1
+        kernel = trace(self.fn, bound, self.grid, target)
+        self.stats["traces"] += 1
+        log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
+                  ir.count_instrs(kernel))
+        with self._lock:
+            self._cache[key] = kernel
+            while len(self._cache) > config.get("NKI_LITE_TRACE_CACHE_SIZE"):
+                self._cache.popitem(last=False)
+        return kernel
+
+    def inspect_ir(self, *args, **kwargs) -> str:
+        return ir.format(self.trace(*args, **kwargs))
+
+    # ---- running
+    def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
+        bound = self.bind(args, kwargs)
+        for name, v in bound.arguments.items():
+            if isinstance(v, TensorSpec):
+                raise errors.make("argument", f"argument '{name}' is a placeholder (nt.tensor); running a kernel "
+                                  "needs arrays", loc=fn_loc(self.fn),
+                                  hint="use kernel.inspect_ir(...) to trace placeholders")
+        kernel = self._traced(bound, self.resolve_target(target))
+        self.resolve_mode(mode)
+        from .interpreter import run
+        inputs = {name: bound.arguments[name] for name in kernel.params}
+        results = run(kernel, inputs)
+        for name in kernel.outputs:
+            b = kernel.buffer(name)
+            if b.kind == "input" and b.mutable:
+                np.copyto(bound.arguments[name], results[name])
+        outs = tuple(results[n] for n in kernel.outputs)
+        if kernel.return_kind == "none":
+            return None
+        if kernel.return_kind == "single":
+            return outs[0]
+        return outs
+
+
+def jit(func=None, *, mode: str | None = None, target: str | None = None, platform_target: str | None = None,
+        **options):
+    """@nki.jit / @nki_lite.kernel, with or without arguments."""
+    def wrap(fn):
+        return Kernel(fn, mode=mode, target=target or platform_target, **options)
+    if func is not None and callable(func):
+        return wrap(func)
+    return wrap
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """nki.simulate_kernel(kernel, *args): run on the CPU interpreter."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    return k(*args, mode="interpret", **kwargs)

@@ -65,7 +65,7 @@ def fma_reference(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
 
 
 def f32bits(x) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(x, dtype=np.float32)).view(np.uint32)
+    return np.array(x, dtype=np.float32, order="C", copy=True).view(np.uint32)
 
 
 def check_against_reference(a, b, c):
@@ -86,7 +86,8 @@ def check_against_reference(a, b, c):
 def naive(a, b, c):
     """The double-rounding shortcut fma_f32 must NOT be equal to."""
     a, b, c = (np.asarray(v, np.float32) for v in (a, b, c))
-    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
 
 
 def test_reference_rounding_matches_numpy_f64_to_f32():
@@ -152,14 +153,12 @@ def test_specials():
     inf_cases = [((inf, 2, 1), np.inf), ((inf, -2, 1), -np.inf), ((1, 1, -inf), -np.inf),
                  ((-inf, -1, inf), np.inf), ((3e38, 3e38, 0), np.inf), ((3e38, -3e38, 0), -np.inf),
                  ((np.float32(3.4e38), 1, np.float32(3.4e38)), np.inf),
-                 ((np.float32(2.0**64), np.float32(2.0**64), np.float32(-3e38)), np.inf),
                  ((np.float32(1e30), np.float32(1e30), -inf), -np.inf)]
     for (a, b, c), want in inf_cases:
         assert float(fma_f32(a, b, c)) == want, (a, b, c)
+    # a*b = 2**200 is finite in float64: finite + -inf = -inf (not NaN)
+    assert float(fma_f32(np.float32(2.0**100), np.float32(2.0**100), -inf)) == -np.inf
     # large product cancelled back into range (a*b overflows float32, not float64)
-    a, b = np.float32(2.0**100), np.float32(2.0**100)
-    c = -np.float32(2.0**100) * np.float32(2.0**100)   # -inf in float32
-    assert float(fma_f32(a, b, c)) == -np.inf or np.isnan(fma_f32(a, b, c)) is False
     big = np.float32(3.0e38)
     r = fma_f32(np.float32(2.0**64), np.float32(2.0**64), -big)      # 2**128 - 3e38 < max
     check_against_reference(np.float32(2.0**64), np.float32(2.0**64), -big)
@@ -286,20 +285,17 @@ def test_many_random_triples_vs_fraction_reference():
 
 
 def test_mul_add_is_two_float32_roundings():
-    a, b, c = random_triples(seed=3, n=300)
-    with np.errstate(all="ignore"):
-        want = (a * b) + c                  # numpy float32 ops: each correctly rounded
+    a, b, c = random_triples(seed=3, n=100)
     got = mul_add_f32(a, b, c)
-    assert np.array_equal(f32bits(got), f32bits(want)) or np.array_equal(
-        np.isnan(got), np.isnan(want))
-    for x, y, z, g in list(zip(a, b, c, got))[:400]:
-        p = round_fraction_to_f32(Fraction(float(x)) * Fraction(float(y))) if np.isfinite(x * np.float64(y)) else None
-        if p is None or not np.isfinite(p) or not np.isfinite(z):
+    for x, y, z, g in zip(a, b, c, got):
+        p = round_fraction_to_f32(Fraction(float(x)) * Fraction(float(y)))   # first rounding
+        if not (np.isfinite(p) and np.isfinite(z)):
+            assert not np.isfinite(g)
             continue
-        q = Fraction(float(p)) + Fraction(float(z))
-        w = round_fraction_to_f32(q, negative_zero=(float(p) == 0 and float(z) == 0 and
-                                                    math.copysign(1, float(p)) < 0 and math.copysign(1, float(z)) < 0))
-        assert f32bits(g) == f32bits(w) or (np.isnan(g) and np.isnan(w))
+        neg0 = float(p) == 0 and float(z) == 0 and math.copysign(1, float(p)) < 0 \
+            and math.copysign(1, float(z)) < 0
+        w = round_fraction_to_f32(Fraction(float(p)) + Fraction(float(z)), negative_zero=neg0)
+        assert int(f32bits(g)) == int(f32bits(w)), (x, y, z, g, w)
 
 
 # ---------------------------------------------------------------------------- property test

@@ -23,6 +23,8 @@ from .. import config, errors
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lower import ir
+from ..lower.passes import run_default
+from ..lower.verify import verify
 from ..typing import TensorSpec
 
 log = logging.getLogger("nki_lite")
@@ -152,7 +154,8 @@ class Kernel:
                 self.stats["hits"] += 1
                 return hit
         self.stats["misses"] += 1
-        kernel = trace(self.fn, bound, self.grid, target)
+        kernel = run_default(trace(self.fn, bound, self.grid, target))
+        verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
                   ir.count_instrs(kernel))

@@ -1,0 +1,1 @@
+"""The engine model: per-target hardware data, per-op cost rules, a schedule, and reports."""

@@ -12,7 +12,11 @@
 """
 from . import errors, isa, language, typing  # noqa: F401
 from .errors import NkiLiteError  # noqa: F401
+from .runtime import interpret_rules, interpret_rules_ext  # noqa: F401  (register the interpreter rules)
 from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: F401
+
+from . import compiler  # noqa: E402,F401
+from .runtime.kernel import baremetal  # noqa: E402,F401
 
 kernel = jit
 __version__ = "0.1.0"

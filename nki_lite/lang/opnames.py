@@ -25,9 +25,18 @@ _ACT_UFUNCS = {np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", n
 _ACT_ALIASES = {"identity": "copy", "bypass": "copy"}
 
 
+_NUMPY_FUNCS = {np.max: "maximum", np.amax: "maximum", np.min: "minimum", np.amin: "minimum",
+                np.sum: "add", np.prod: "multiply", np.all: "logical_and", np.any: "logical_or"}
+
+
 def _name(obj) -> str | None:
     if isinstance(obj, str):
         return obj
+    try:
+        if obj in _NUMPY_FUNCS:
+            return _NUMPY_FUNCS[obj]
+    except TypeError:
+        pass
     mod = getattr(obj, "__module__", "") or ""
     if mod.startswith("nki_lite"):
         return getattr(obj, "__name__", None)

@@ -269,7 +269,12 @@ sum = _reduction("add", "sum")  # noqa: A001
 max = _reduction("maximum", "max")  # noqa: A001
 min = _reduction("minimum", "min")  # noqa: A001
 prod = _reduction("multiply", "prod")
-all = _reduction("logical_and", "all")  # noqa: A001
+_all = _reduction("logical_and", "all")
+
+
+def all(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):  # noqa: A001 - NKI's name
+    """nl.all: whether all elements along the free axes are nonzero (bool by default)."""
+    return reduce_tile("logical_and", x, axis, dtype if dtype is not None else "bool", mask, keepdims, what="all")
 
 
 def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
@@ -383,3 +388,21 @@ def ufunc_to_op(ufunc):
              np.reciprocal: reciprocal, np.abs: abs, np.absolute: abs, np.negative: negative, np.sin: sin,
              np.cos: cos, np.tan: tan, np.arctan: arctan, np.sign: sign, np.invert: invert}
     return table.get(ufunc)
+
+
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    """nl.var: population variance along free axes = mean((x - mean(x))^2), each step in fp32."""
+    loc = capture_loc(2)
+    t = _operand(x, "x", "var", loc)
+    axes = _axes(axis, len(t.shape), loc)
+    mu = mean(t, axes, dtype="float32", mask=mask, keepdims=True)
+    d = elementwise("subtract", t, mu, "float32", mask, loc=loc)
+    sq = elementwise("multiply", d, d, "float32", mask, loc=loc)
+    out = mean(sq, axes, dtype=dtype if dtype is not None else t.dtype, mask=mask, keepdims=False)
+    return out
+
+
+class fp32:  # noqa: N801 - NKI's spelling
+    """FP32 constants (nl.fp32.min is the most negative finite fp32, bit pattern 0xff7fffff)."""
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)

@@ -43,13 +43,15 @@ def load(src, *, mask=None, dtype=None, **kwargs) -> Tile:
     src = _require_tile(src, "src", "load", loc)
     _require_space(src, (ir.Space.HBM,), "src", "load", loc)
     dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
-    shape = src.shape if len(src.shape) >= 2 else src.shape + (1,)
-    if len(src.shape) < 2:
-        raise errors.make("rank", f"nl.load of a {len(src.shape)}-D view {src.shape}: on-chip tiles are at least 2-D",
-                          loc=loc, hint="index with nl.arange(n)[:, None] (partition) and nl.arange(m)[None, :]")
-    buf = new_buffer(tr, shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
+    sacc = src.access
+    if len(src.shape) == 1:   # a vector lands one element per partition: [n] -> [n, 1]
+        sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,))
+    elif len(src.shape) == 0:
+        raise errors.make("rank", "nl.load of a single element: on-chip tiles are at least 2-D", loc=loc,
+                          hint="load a [1, 1] view, e.g. x[i:i+1, j:j+1]")
+    buf = new_buffer(tr, sacc.shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
     out = ir.Access.full(buf)
-    tr.emit(ir.Instr("dma_copy", (out,), (src.access,), attrs(engine="dma"), to_mask(mask, out.shape, loc), loc))
+    tr.emit(ir.Instr("dma_copy", (out,), (sacc,), attrs(engine="dma"), to_mask(mask, out.shape, loc), loc))
     return Tile(tr, out, dt)
 
 
@@ -134,3 +136,51 @@ def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
     alias = tr.add_buffer(ir.Buffer(tr.fresh(root + "_r"), ir.Space.HBM, shape, buf.dtype, "view", 0, root,
                                     loc=loc, hbm_kind=buf.hbm_kind))
     return Tile(tr, ir.Access.full(alias), t.dtype_name)
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs) -> Tile:
+    """nl.load_transpose2d: HBM [R, C] -> SBUF tile [C, R] (the DMA transposes)."""
+    from ..lower.affine import Affine, axis_var
+    tr = current()
+    loc = capture_loc(2)
+    src = _require_tile(src, "src", "load_transpose2d", loc)
+    _require_space(src, (ir.Space.HBM,), "src", "load_transpose2d", loc)
+    if len(src.shape) != 2:
+        raise errors.make("rank", f"load_transpose2d takes a 2-D view, got shape {src.shape}", loc=loc)
+    swap = {axis_var(0): Affine.var(axis_var(1)), axis_var(1): Affine.var(axis_var(0))}
+    tsrc = ir.Access(src.access.buffer, tuple(e.subst(swap) for e in src.access.index),
+                     (src.shape[1], src.shape[0]))
+    dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
+    buf = new_buffer(tr, tsrc.shape, dt, ir.Space.SBUF, src.name + "_T", loc)
+    out = ir.Access.full(buf)
+    tr.emit(ir.Instr("dma_copy", (out,), (tsrc,), attrs(engine="dma", transpose=True),
+                     to_mask(mask, out.shape, loc), loc))
+    return Tile(tr, out, dt)
+
+
+def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+    """nl.shared_constant: a read-only HBM tensor holding host data known at trace time."""
+    tr = current()
+    loc = capture_loc(2)
+    if isinstance(constant, Tile):
+        raise errors.make("argument", "nl.shared_constant takes host data (a numpy array), not a tile", loc=loc)
+    arr = np.asarray(constant)
+    dt = resolve_dtype(dtype if dtype is not None else arr.dtype, loc)
+    data = np.ascontiguousarray(arr.astype(D.storage(dt)))
+    if data.ndim == 0:
+        data = data.reshape(1)
+    buf = tr.add_buffer(ir.Buffer(tr.fresh("const"), ir.Space.HBM, data.shape, dt, "const", loc=loc))
+    tr.consts[buf.name] = ir.ConstData(data)
+    return Tile(tr, ir.Access.full(buf), dt)
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
+    """nl.shared_identity_matrix: an n x n identity as a shared constant."""
+    return shared_constant(np.identity(int(n)), dtype=dtype)
+
+
+def static_cast(input_data, dtype):
+    """nl.static_cast: host-side cast of a scalar or array (no tracing)."""
+    from .memory import resolve_dtype as _rd
+    name = _rd(dtype, capture_loc(2))
+    return np.asarray(input_data).astype(D.to_numpy(name))

@@ -100,3 +100,23 @@ def num_programs(axes=None) -> int:
 
 def program_ndim() -> int:
     return len(current().grid)
+
+
+class nc:  # noqa: N801 - NKI's spelling
+    """nl.nc(n): a launch-grid dimension spread over n physical NeuronCores (runs serially here)."""
+
+    def __init__(self, n: int):
+        self.size = int(n)
+
+    def __mul__(self, k: int) -> "spmd_dim":
+        return spmd_dim(self, k)
+
+    __rmul__ = __mul__
+
+
+class spmd_dim:  # noqa: N801
+    """nl.spmd_dim(a, b): a grid dimension of size a*b (sharding annotations do not change results)."""
+
+    def __init__(self, *dims):
+        self.dims = dims
+        self.size = int(np.prod([getattr(d, "size", d) for d in dims]))

@@ -47,6 +47,8 @@ class Tracer:
         self.n_loops = 0
         self.pending = None          # a lang.tile.PendingMatmul awaiting its consumer
         self.params: list[str] = []
+        self.consts: dict[str, ir.ConstData] = {}
+        self.broken_loop = None
         self.var_extents: dict[str, int] = {f"pid{k}": g for k, g in enumerate(grid)}
         self._token = None
 
@@ -121,7 +123,8 @@ class Tracer:
         if len(self.stack) != 1:
             raise errors.make("bad_loop", "kernel returned from inside a loop", loc=loc)
         return ir.Kernel(self.name, tuple(self.params), outputs, tuple(self.buffers.values()),
-                         tuple(self.stack[0].nodes), self.grid, self.target, return_kind, loc)
+                         tuple(self.stack[0].nodes), self.grid, self.target, return_kind, loc,
+                         tuple(self.consts.items()))
 
 
 def attrs(**kw: Any) -> tuple[tuple[str, Any], ...]:

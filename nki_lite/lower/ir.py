@@ -121,6 +121,22 @@ class Loop:
 Node = Union[Instr, Loop]
 
 
+@dataclass(frozen=True, eq=False)
+class ConstData:
+    """Host data of an nl.shared_constant buffer; compared and hashed by content."""
+    array: Any
+
+    def digest(self) -> str:
+        import hashlib
+        return hashlib.sha1(self.array.tobytes() + str(self.array.dtype).encode()).hexdigest()[:12]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ConstData) and self.digest() == other.digest()
+
+    def __hash__(self) -> int:
+        return hash(self.digest())
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -132,6 +148,7 @@ class Kernel:
     target: str = "trn2"
     return_kind: str = "tuple"     # none | single | tuple
     loc: Loc | None = None
+    consts: tuple[tuple[str, ConstData], ...] = ()   # data of const (nl.shared_constant) buffers
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
@@ -201,6 +218,9 @@ def format(kernel: Kernel) -> str:  # noqa: A001 - the IR's printer, as DESIGN.m
         if b.hbm_kind:
             extra.append(b.hbm_kind)
         ex = (" " + " ".join(extra)) if extra else ""
+        if b.kind == "const":
+            extra.append("data=" + dict(kernel.consts)[b.name].digest())
+            ex = " " + " ".join(extra)
         lines.append(f"  buffer {b.name}: {b.space.value}[{','.join(map(str, b.shape))}] {b.dtype} {b.kind}{ex}"
                      f"{_suffix(b.loc)}")
 

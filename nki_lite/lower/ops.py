@@ -41,6 +41,15 @@ _op("tensor_scalar", "vector", "out = (in <op0> s0) <op1> s1 with scalar or per-
 _op("tensor_reduce", "vector", "reduce along free axes")
 _op("select", "vector", "out = cond ? a : b elementwise")
 _op("nc_matmul", "tensor", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate")
+_op("scalar_tensor_tensor", "vector", "out = (in op0 s0) op1 tile1, s0 a scalar or per-partition operand")
+_op("tensor_tensor_scan", "vector", "out[:, j] = (d0[:, j] op0 out[:, j-1]) op1 d1[:, j] along the free axis")
+_op("affine_select", "gpsimd", "out = affine predicate(index) ? in : scalar")
+_op("copy_predicated", "vector", "dst = predicate ? src : dst (elementwise)")
+_op("bn_stats", "vector", "per partition: (count, mean, var*count) of even and of odd free elements")
+_op("bn_aggr", "vector", "combine (count, mean, var*count) triples into (mean, var) per partition")
+_op("max8", "vector", "the 8 largest values per partition, descending")
+_op("find_index8", "vector", "index of the first occurrence of each of 8 values per partition")
+_op("device_print", "none", "print a tile's values (interpreter: to stdout)")
 
 
 def rule(backend: str, name: str):

@@ -126,8 +126,12 @@ def _activation(m, instr, env):
             x = (x * F32(scale)).astype(F32)
         if instr.attr("bias") == "tile":
             x = (x + m.read(ins.pop(0), env, instr, mask).astype(F32)).astype(F32)
-        y = _ACT[instr.attr("func")](x)
-    m.write(dst, env, _finish(np.asarray(y, dtype=F32), m.dtype_of(dst)), instr, mask)
+        y = np.asarray(_ACT[instr.attr("func")](x), dtype=F32)
+        y = np.where(np.isnan(y), F32("nan"), y)
+    m.write(dst, env, _finish(y, m.dtype_of(dst)), instr, mask)
+    if len(instr.outs) > 1:
+        from .interpret_rules_ext import write_reduction
+        write_reduction(m, instr, env, y, mask)
 
 
 def _alu(name: str, a, b, as_int: bool, reverse: bool = False):
@@ -161,6 +165,9 @@ def _tensor_scalar(m, instr, env):
         s = _value(m, instr.ins[1 + k], env, instr, as_int, mask)
         x = _alu(op, x, s, as_int, bool(instr.attr(f"reverse{k}")))
     m.write(dst, env, _finish(x, m.dtype_of(dst)), instr, mask)
+    if len(instr.outs) > 1:
+        from .interpret_rules_ext import write_reduction
+        write_reduction(m, instr, env, np.broadcast_to(x, dst.shape).astype(F32), mask)
 
 
 @rule("interpret", "select")

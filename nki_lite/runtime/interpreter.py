@@ -50,6 +50,8 @@ class Machine:
             if b.space == ir.Space.HBM and b.base is None:
                 if b.kind == "input":
                     self.mem[b.name] = np.array(inputs[b.name], dtype=D.storage(b.dtype), order="C", copy=True)
+                elif b.kind == "const":
+                    self.mem[b.name] = np.array(dict(kernel.consts)[b.name].array, copy=True)
                 else:
                     self.mem[b.name] = self.new_array(b)
         for b in kernel.buffers:
@@ -123,7 +125,7 @@ class Machine:
 
 
 def run(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from . import interpret_rules  # noqa: F401 - registers the rules
+    from . import interpret_rules, interpret_rules_ext  # noqa: F401 - registers the rules
     m = Machine(kernel, inputs)
     m.run()
     out = {name: m.mem[name] for name in kernel.outputs}

@@ -207,3 +207,14 @@ def simulate_kernel(kernel, *args, **kwargs):
     """nki.simulate_kernel(kernel, *args): run on the CPU interpreter."""
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     return k(*args, mode="interpret", **kwargs)
+
+
+def baremetal(kernel=None, **options):
+    """nki.baremetal: legacy "compile and run on the device" -> runs on the CPU interpreter here.
+    save_neff_name / save_trace_name / additional_compile_opt / artifacts_dir are accepted and ignored."""
+    def wrap(fn):
+        k = fn if isinstance(fn, Kernel) else Kernel(fn)
+        return k
+    if kernel is not None and callable(kernel):
+        return wrap(kernel)
+    return wrap

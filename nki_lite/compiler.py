@@ -1,0 +1,80 @@
+"""nki_lite.compiler (legacy `neuronxcc.nki.compiler`): allocation and scheduling APIs.
+
+Contract: every API is accepted so legacy kernels run unchanged. nki_lite allocates on-chip memory
+itself (the capacity check models automatic allocation), so:
+- `sbuf.mod_alloc(...)`, `sbuf.alloc(...)`, `sbuf.auto_alloc()` (and the `psum` ones) passed as
+  `buffer=` mean "SBUF" / "PSUM"; addresses, partitions, banks and tile counts are recorded on the
+  allocator object but IGNORED (documented in docs/status.md).
+- `skip_middle_end_transformations`, `enable_stack_allocator`, `force_auto_alloc` are identity
+  decorators; `no_reorder()` and `allocation_scope()` are no-op context managers (nki_lite never
+  reorders); `multi_buffer(n)` is ignored.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from . import compat_alloc
+from .lang.memory import psum as _psum_space
+from .lang.memory import sbuf as _sbuf_space
+
+
+@dataclass
+class Allocator:
+    """What sbuf.mod_alloc(...) etc. return; resolves to its memory space when passed as buffer=."""
+    space: object
+    kind: str
+    options: dict = field(default_factory=dict)
+
+    def __call__(self, *args, **kwargs):   # alloc(func) style allocators are called with indices
+        return self
+
+
+class _Memory:
+    def __init__(self, space):
+        self._space = space
+
+    def mod_alloc(self, *args, **kwargs) -> Allocator:
+        return Allocator(self._space, "mod_alloc", dict(kwargs))
+
+    def alloc(self, func=None, *args, **kwargs) -> Allocator:
+        return Allocator(self._space, "alloc", {"func": func, **kwargs})
+
+    def auto_alloc(self, *args, **kwargs) -> Allocator:
+        return Allocator(self._space, "auto_alloc", dict(kwargs))
+
+
+sbuf = _Memory(_sbuf_space)
+psum = _Memory(_psum_space)
+
+
+def _resolve(obj):
+    return obj.space if isinstance(obj, Allocator) else None
+
+
+compat_alloc._RESOLVERS.append(_resolve)
+
+
+def _identity_decorator(func=None, *args, **kwargs):
+    if callable(func):
+        return func
+    return lambda f: f
+
+
+skip_middle_end_transformations = _identity_decorator
+enable_stack_allocator = _identity_decorator
+force_auto_alloc = _identity_decorator
+
+
+@contextlib.contextmanager
+def no_reorder():
+    yield
+
+
+@contextlib.contextmanager
+def allocation_scope():
+    yield
+
+
+def multi_buffer(factor: int):
+    return None

@@ -47,7 +47,8 @@ def cdiv(a: int, b: int) -> int:
 
 
 def storage(name: str) -> np.dtype:
-    return D.storage(name)
+    """numpy dtype of arrays of `name` (tfloat32: float32 tagged as tfloat32, so kernels see tf32)."""
+    return D.to_numpy(name) if name == "tfloat32" else D.storage(name)
 
 
 def is_int(name: str) -> bool:
@@ -349,7 +350,7 @@ def from_f64(x: np.ndarray, name: str) -> np.ndarray:
     with np.errstate(all="ignore"):
         x32 = np.asarray(x, dtype=np.float64).astype(F32)
     if name == "tfloat32":
-        return tf32_round(x32)
+        return tf32_round(x32).astype(storage(name))
     return f32_to(x32, name)
 
 

@@ -17,19 +17,19 @@ from .kernels.tutorial_style import spmd_add, tiled_matmul
 HERE = os.path.basename(__file__)
 GOLDEN_ADD = """\
 kernel spmd_add(a_input, b_input) -> (c_output) grid=[2,2] target=trn2
-  buffer a_input: hbm[256,1024] float32 input  # tutorial_style.py:14
-  buffer b_input: hbm[256,1024] float32 input  # tutorial_style.py:14
-  buffer c_output: hbm[256,1024] float32 output shared_hbm  # tutorial_style.py:17
-  buffer a_tile: sbuf[128,512] float32 local  # tutorial_style.py:20
-  buffer b_tile: sbuf[128,512] float32 local  # tutorial_style.py:21
-  buffer c_tile: sbuf[128,512] float32 local  # tutorial_style.py:22
-  a_tile[@0, @1]<128x512> = alloc()  # tutorial_style.py:20
-  a_tile[@0, @1]<128x512> = dma_copy(a_input[@0 + 128*pid0, @1 + 512*pid1]<128x512>) {engine=dma}  # tutorial_style.py:20
-  b_tile[@0, @1]<128x512> = alloc()  # tutorial_style.py:21
-  b_tile[@0, @1]<128x512> = dma_copy(b_input[@0 + 128*pid0, @1 + 512*pid1]<128x512>) {engine=dma}  # tutorial_style.py:21
-  c_tile[@0, @1]<128x512> = alloc()  # tutorial_style.py:22
-  c_tile[@0, @1]<128x512> = tensor_tensor(a_tile[@0, @1]<128x512>, b_tile[@0, @1]<128x512>) {op=add engine=vector}  # tutorial_style.py:22
-  c_output[@0 + 128*pid0, @1 + 512*pid1]<128x512> = dma_copy(c_tile[@0, @1]<128x512>) {engine=dma}  # tutorial_style.py:23
+  buffer a_input: hbm[256,1024] float32 input  # elementwise.py:10
+  buffer b_input: hbm[256,1024] float32 input  # elementwise.py:10
+  buffer c_output: hbm[256,1024] float32 output shared_hbm  # elementwise.py:13
+  buffer a_tile: sbuf[128,512] float32 local  # elementwise.py:16
+  buffer b_tile: sbuf[128,512] float32 local  # elementwise.py:17
+  buffer c_tile: sbuf[128,512] float32 local  # elementwise.py:18
+  a_tile[@0, @1]<128x512> = alloc()  # elementwise.py:16
+  a_tile[@0, @1]<128x512> = dma_copy(a_input[@0 + 128*pid0, @1 + 512*pid1]<128x512>) {engine=dma}  # elementwise.py:16
+  b_tile[@0, @1]<128x512> = alloc()  # elementwise.py:17
+  b_tile[@0, @1]<128x512> = dma_copy(b_input[@0 + 128*pid0, @1 + 512*pid1]<128x512>) {engine=dma}  # elementwise.py:17
+  c_tile[@0, @1]<128x512> = alloc()  # elementwise.py:18
+  c_tile[@0, @1]<128x512> = tensor_tensor(a_tile[@0, @1]<128x512>, b_tile[@0, @1]<128x512>) {op=add engine=vector}  # elementwise.py:18
+  c_output[@0 + 128*pid0, @1 + 512*pid1]<128x512> = dma_copy(c_tile[@0, @1]<128x512>) {engine=dma}  # elementwise.py:19
 """
 
 

@@ -134,11 +134,15 @@ def _activation(m, instr, env):
         write_reduction(m, instr, env, y, mask)
 
 
-def _alu(name: str, a, b, as_int: bool, reverse: bool = False):
+def _alu(name: str, a, b, as_int: bool, reverse: bool = False, width: int = 64):
     if reverse:
         a, b = b, a
     with np.errstate(all="ignore"):
         if as_int:
+            if name == "right_shift" and width < 64:
+                # logical shift (NKI has no arithmetic right shift): zero-extend the bit pattern at the
+                # output width first, else negative values would shift in ones
+                a = np.asarray(a, dtype=np.int64) & np.int64((1 << width) - 1)
             return np.asarray(alu.INT[name](a, b), dtype=np.int64)
         return np.asarray(alu.FP32[name](a, b), dtype=F32)
 
@@ -151,7 +155,8 @@ def _tensor_tensor(m, instr, env):
     mask = m.eval_mask(instr, env, dst.shape)
     a = _value(m, instr.ins[0], env, instr, as_int, mask)
     b = _value(m, instr.ins[1], env, instr, as_int, mask)
-    m.write(dst, env, _finish(_alu(op, a, b, as_int), m.dtype_of(dst)), instr, mask)
+    width = D.INFO[m.dtype_of(dst)].bits
+    m.write(dst, env, _finish(_alu(op, a, b, as_int, width=width), m.dtype_of(dst)), instr, mask)
 
 
 @rule("interpret", "tensor_scalar")
@@ -163,7 +168,7 @@ def _tensor_scalar(m, instr, env):
     x = _value(m, instr.ins[0], env, instr, as_int, mask)
     for k, op in enumerate(ops):
         s = _value(m, instr.ins[1 + k], env, instr, as_int, mask)
-        x = _alu(op, x, s, as_int, bool(instr.attr(f"reverse{k}")))
+        x = _alu(op, x, s, as_int, bool(instr.attr(f"reverse{k}")), D.INFO[m.dtype_of(dst)].bits)
     m.write(dst, env, _finish(x, m.dtype_of(dst)), instr, mask)
     if len(instr.outs) > 1:
         from .interpret_rules_ext import write_reduction

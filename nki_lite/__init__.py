@@ -20,3 +20,6 @@ from .runtime.kernel import baremetal  # noqa: E402,F401
 
 kernel = jit
 __version__ = "0.1.0"
+
+from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model's "cost" rules)
+from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401

@@ -180,6 +180,10 @@ _TABLE = [
      "see docs/status.md for what is and is not built"),
     ("NL-E905", "consumed_value", KernelSyntaxError, "a matmul result that was accumulated into PSUM is used again",
      "read the PSUM tile it was accumulated into"),
+    ("NL-E107", "partition_axis", ShapeError, "a compute instruction's operand does not have its partition dimension first",
+     "index the block dimensions in front of the partition dimension away first (x[i] in a loop over the blocks)"),
+    ("NL-E404", "psum_bank", MemoryCapacityError, "a matmul output in PSUM does not fit in one 2 KiB bank per partition",
+     "start each matmul output at a 2 KiB boundary (a multiple of 512 fp32 elements) and keep N <= 512 fp32"),
 ]
 
 ERRORS: dict[str, ErrorCode] = {name: ErrorCode(code, name, cls, summary, hint)

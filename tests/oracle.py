@@ -14,11 +14,12 @@ implementation:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 import nki_lite as nki
@@ -64,9 +65,19 @@ def bits_of(x: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ settings
 
+_PHASES = (tuple(Phase) if os.environ.get("NKI_LITE_SHRINK") == "1"
+           else (Phase.explicit, Phase.reuse, Phase.generate))
+
+
+_SCALE = max(1, int(os.environ.get("NKI_LITE_HYPOTHESIS_SCALE", "1")))
+
+
 def fast(n: int = 4, **kw):
-    """Hypothesis settings for the per-op tests (the whole suite must stay fast)."""
-    return settings(max_examples=n, deadline=None, database=None,
+    """Hypothesis settings for the per-op tests (the whole suite must stay fast): few examples
+    (times NKI_LITE_HYPOTHESIS_SCALE for a deeper run), no deadline, no example database, and no
+    shrinking unless NKI_LITE_SHRINK=1 (a failing case is reported as generated; shrinking a
+    failure can take minutes)."""
+    return settings(max_examples=n * _SCALE, deadline=None, database=None, phases=_PHASES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture], **kw)
 

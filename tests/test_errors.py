@@ -97,7 +97,7 @@ def test_float64_argument_rejected_with_hint():
     assert "float64" in str(ei.value) and "astype(np.float32)" in str(ei.value)
 
 
-def test_runtime_out_of_bounds_names_line_and_loop_values():
+def _oob_kernel():
     @nki.jit
     def k(x):
         out = nl.ndarray((128, 4), x.dtype, buffer=nl.shared_hbm)
@@ -105,11 +105,28 @@ def test_runtime_out_of_bounds_names_line_and_loop_values():
             t = nl.load(x[i * 64 + nl.arange(128)[:, None], nl.arange(4)[None, :]])  # MARK-OOB
             nl.store(out, t)
         return out
+    return k
 
+
+def test_static_out_of_bounds_is_caught_at_trace_time():
     with pytest.raises(errors.IndexOutOfBoundsError) as ei:
-        k(np.zeros((200, 4), np.float32), mode="interpret")
+        _oob_kernel()(np.zeros((200, 4), np.float32))
     msg = str(ei.value)
     assert isinstance(ei.value, IndexError)
+    assert f":{line_of('MARK-OOB')}:" in msg and "[0, 255]" in msg and "200" in msg
+
+
+def test_interpreter_bounds_checks_every_access_at_run_time():
+    """The interpreter does not trust the verifier: run the unverified IR directly."""
+    from nki_lite.lang.trace import trace
+    from nki_lite.lower.passes import run_default
+    from nki_lite.runtime.interpreter import run
+    k = _oob_kernel()
+    x = np.zeros((200, 4), np.float32)
+    kern = run_default(trace(k.fn, k.bind((x,), {}), (), "trn2"))
+    with pytest.raises(errors.IndexOutOfBoundsError) as ei:
+        run(kern, {"x": x})
+    msg = str(ei.value)
     assert f":{line_of('MARK-OOB')}:" in msg
     assert "[128, 255]" in msg and "i0=2" in msg
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-BACKENDS: tuple[str, ...] = ("interpret",)
+BACKENDS: tuple[str, ...] = ("interpret", "cost")
 
 
 @dataclass

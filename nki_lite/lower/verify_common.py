@@ -6,16 +6,20 @@ Contract:
   variables the way the user wrote them.
 - `solve_range(e, extents, cons)` is the exact integer range of an affine expression over a box
   (every variable in [0, extent)) intersected with affine constraints (`Cmp`s, i.e. a mask). It
-  answers a `Range`, `EMPTY` (no point satisfies the constraints) or `None` (too large to decide
-  within the budget). Callers raise only on a `Range`, so an undecidable case is never an error.
-- `mask_constraints(instr, acc, S)` maps an instruction's mask onto one of its accesses (the mask is
-  over the instruction's iteration space; an access axis of extent 1 where the space has more is a
-  reduction/broadcast: the mask variable becomes existential).
+  answers a `Range` (with witness points), `EMPTY` (no point satisfies the constraints) or `None`
+  (undecided within the budget). Over the budget it may answer a `Range` with `exact=False`: sound
+  outer bounds from the constraints proportional to `e`, good for proving an access in bounds and
+  never for raising an error.
+- `access_space(ctx, site, role, k, acc)` maps an instruction's mask onto one of its accesses (the
+  mask is over the instruction's iteration space; an access axis of extent 1 where the space has more
+  is a reduction/broadcast: that mask variable becomes existential). `certain=False` when the mask
+  cannot be related to the access: callers then raise nothing about it.
 - Nothing here raises NkiLiteErrors; nothing uses `assert` (validation must survive `python -O`).
 """
 from __future__ import annotations
 
 import linecache
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,7 +28,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 
 from ..lang import dtypes as D
-from .affine import Affine, Cmp, Mask, axis_of, is_axis_var
+from .affine import Affine, Cmp, axis_of, is_axis_var
 from .cost.targets import TARGETS, Target
 from .ir import Access, Buffer, Instr, Kernel, Loop, Space
 from .ops import OPS
@@ -38,9 +42,19 @@ _CMP_PY = {"<": lambda a: a < 0, "<=": lambda a: a <= 0, ">": lambda a: a > 0, "
 
 # ops whose mask= is over the shape of their (first) input, not of their output
 MASK_ON_INPUT = frozenset({"tensor_reduce", "bn_stats", "bn_aggr", "max8", "find_index8", "device_print"})
-# (op, input position) read without the mask (the interpreter does the same)
-UNMASKED_INPUTS = {"transpose": None, "nc_matmul": None}   # None: every input
+# op -> input positions read without the mask (None: every input), as the interpreter reads them
+UNMASKED_INPUTS = {"transpose": None, "nc_matmul": None}
 NOT_COMPUTE = frozenset({"alloc", "dma_copy", "device_print"})
+
+
+def is_compute(instr: Instr) -> bool:
+    """An engine instruction on tiles: not alloc/device_print and not a DMA (dma_copy or any op whose
+    engine is the DMA, e.g. a future dma_transpose)."""
+    return instr.op not in NOT_COMPUTE and engine_of(instr) != "dma"
+
+
+def is_dma(instr: Instr) -> bool:
+    return instr.op == "dma_copy" or (instr.op not in NOT_COMPUTE and engine_of(instr) == "dma")
 
 
 # ------------------------------------------------------------------------------ program structure
@@ -260,6 +274,68 @@ class Range:
     hi: int
     at_lo: dict[str, int]
     at_hi: dict[str, int]
+    exact: bool = True      # False: sound outer bounds only (lo/hi may not be attained; no witnesses)
+
+
+def _proportional_bounds(e: Affine, ext: Mapping[str, int], cons: Sequence[Cmp]):
+    """Sound outer bounds of `e` over the box and the constraints whose variable part is an integer
+    multiple of e's (e.g. index `i*128 + ip` with mask `i*128 + ip - 1000 < 0`); other constraints
+    are ignored, which only widens the bounds. EMPTY when those constraints exclude everything."""
+    lo, hi = e.bounds(ext)
+    terms = dict(e.terms)
+    if not terms:
+        return Range(lo, hi, {}, {}, exact=False)
+    g = 0
+    for c in terms.values():
+        g = math.gcd(g, abs(c))
+    first = e.terms[0][1]
+    p = g if first > 0 else -g                     # e = p * w + e.const with w primitive
+    w = {v: c // p for v, c in terms.items()}
+    for c in cons:
+        ct = dict(c.expr.terms)
+        if set(ct) != set(w):
+            continue
+        v0 = next(iter(w))
+        if ct[v0] % w[v0]:
+            continue
+        q = ct[v0] // w[v0]
+        if any(ct[v] != q * w[v] for v in w):
+            continue
+        k = c.expr.const                           # constraint: q*w + k  op  0
+        wlo, whi = None, None
+        if c.op in ("<", "<="):
+            m = -k - 1 if c.op == "<" else -k      # q*w <= m
+            if q > 0:
+                whi = m // q
+            else:
+                wlo = -(m // -q)
+        elif c.op in (">", ">="):
+            m = -k + 1 if c.op == ">" else -k      # q*w >= m
+            if q > 0:
+                wlo = -(-m // q)
+            else:
+                whi = -m // -q
+        elif c.op == "==":
+            if (-k) % q:
+                return EMPTY
+            wlo = whi = (-k) // q
+        else:
+            continue
+        if wlo is not None:
+            b = p * wlo + e.const
+            if p > 0:
+                lo = max(lo, b)
+            else:
+                hi = min(hi, b)
+        if whi is not None:
+            b = p * whi + e.const
+            if p > 0:
+                hi = min(hi, b)
+            else:
+                lo = max(lo, b)
+        if lo > hi:
+            return EMPTY
+    return Range(lo, hi, {}, {}, exact=False)
 
 
 def _components(vs_e: set[str], cons: Sequence[Cmp]) -> list[tuple[set[str], list[Cmp], bool]]:
@@ -391,7 +467,9 @@ def _solve_component(vs: set[str], cons: Sequence[Cmp], e: Affine | None, ext: M
 def solve_range(e: Affine | None, ext: Mapping[str, int], cons: Sequence[Cmp] = (), budget: int = BUDGET):
     """Exact [min, max] of `e` over integer points with every var in [0, ext) satisfying `cons`.
 
-    `e=None` asks only whether the set is non-empty. Returns Range, EMPTY, or None (undecided)."""
+    `e=None` asks only whether the set is non-empty. Returns Range, EMPTY, or None (undecided).
+    When the exact answer is over budget, a Range with exact=False holds sound outer bounds (from the
+    constraints proportional to `e`): callers may conclude "in bounds" from it, never an error."""
     live = []
     for c in cons:
         if c.expr.is_const:
@@ -410,6 +488,8 @@ def solve_range(e: Affine | None, ext: Mapping[str, int], cons: Sequence[Cmp] = 
     at_hi: dict[str, int] = {}
     for vs, cs, has_e in _components(vs_e, live):
         r = _solve_component(vs, cs, e if has_e else None, ext, budget)
+        if r is None and has_e and e is not None:
+            return _proportional_bounds(e, ext, cs)
         if r is None or r is EMPTY:
             return r
         at_lo.update(r.at_lo)
@@ -515,13 +595,3 @@ def render_point(ctx: Ctx, point: Mapping[str, int], shape: tuple[int, ...], onl
         elif is_axis_var(v):
             items.append(f"{axis_name(axis_of(v), rank)}={point[v]}")
     return ", ".join(items)
-
-
-def mask_text(ctx: Ctx, mask: Mask | None, shape: tuple[int, ...]) -> str:
-    if mask is None:
-        return ""
-    parts = []
-    for c in mask.terms:
-        t, _ = render(ctx, c.expr, shape)
-        parts.append(f"({t} {c.op} 0)")
-    return " & ".join(parts)

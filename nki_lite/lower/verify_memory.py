@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .. import errors
 from .ir import Space
-from .verify_common import NOT_COMPUTE, Ctx, Site, accesses, buf_desc, itemsize, prod, short
+from .verify_common import Ctx, Site, accesses, buf_desc, is_dma, itemsize, prod, short
 
 _TOP = 5
 
@@ -25,7 +25,7 @@ def check_spaces(ctx: Ctx, site: Site) -> None:
     instr = site.instr
     if instr.op in ("alloc", "device_print"):
         return
-    if instr.op == "dma_copy":
+    if is_dma(instr):
         accs = [a for _, _, a in accesses(instr)]
         if len(accs) < 2:
             return
@@ -161,7 +161,8 @@ def check_capacity(ctx: Ctx) -> None:
             f"but {t.name} has {cap} bytes ({kib:g} KiB) per partition of {space.value.upper()}",
             loc=site.loc,
             notes=tuple(lines),
-            hint=("keep at most 8 PSUM tiles of 2 KiB per partition live: copy results to SBUF early and "
-                  "allocate accumulators inside the loop that uses them" if space == Space.PSUM else
+            hint=(f"keep at most {t.psum_banks} PSUM banks ({t.psum_bank_bytes} B per partition each) live: copy "
+                  "results to SBUF early and allocate accumulators inside the loop that uses them"
+                  if space == Space.PSUM else
                   "allocate tiles inside the loop that uses them (one iteration live at a time), shrink the "
                   "tiles, or use a narrower dtype"))

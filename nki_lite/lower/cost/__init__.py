@@ -1,1 +1,6 @@
-"""The engine model: per-target hardware data, per-op cost rules, a schedule, and reports."""
+"""The engine model: per-target hardware data, per-op cost rules, a schedule, and reports.
+
+Importing this package registers the "cost" rule of every op (lower/ops.py).
+"""
+from . import rules  # noqa: F401  (registers @rule("cost", op) for every op)
+from .targets import TARGETS, Target  # noqa: F401

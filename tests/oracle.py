@@ -13,7 +13,6 @@ implementation:
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -497,5 +496,3 @@ def ulp_tol(name: str) -> float:
     return {"float32": 2.0 ** -24, "tfloat32": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11,
             "float8_e4m3": 2.0 ** -4, "float8_e4m3fn": 2.0 ** -4, "float8_e5m2": 2.0 ** -3}[name]
 
-
-__all__ = [n for n in dir() if not n.startswith("_")] + ["math"]

@@ -14,7 +14,7 @@ import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite.lang import dtypes as D
 
-from .oracle import (ALL, ALL_WITH_BOOL, FLOATS, INTS, Scalar, assert_bits, check_dtype, map1_kernel, map2_kernel,
+from .oracle import (ALL, ALL_WITH_BOOL, INTS, Scalar, assert_bits, check_dtype, f32_to, map1_kernel, map2_kernel,
                      random_codes, ref_ops, storage, values, widen)
 
 # (a, b) -> result, as documented ("NKI Type Promotion", legacy)
@@ -160,7 +160,6 @@ def _exact_in(v, name):
         if v.dtype.kind == "f":
             return bool(np.all((v == np.trunc(v)) & (v >= ii.min) & (v <= ii.max)))
         return bool(np.all((v.astype(np.int64) >= ii.min) & (v.astype(np.int64) <= ii.max)))
-    from .oracle import f32_to
     with np.errstate(all="ignore"):
         vf = v.astype(np.float64)
         back = widen(f32_to(vf.astype(np.float32), name)).astype(np.float64)

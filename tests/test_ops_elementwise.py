@@ -24,7 +24,7 @@ from nki_lite.lang import dtypes as D
 from nki_lite.testing import assert_close
 
 from .oracle import (ARITH, BITWISE, COMPARE, FLOATS, INTS, LOGICAL, F32, Scalar, assert_bits, canon, cdiv,
-                     check_dtype, f32_to, fast, fp32math_fn, from_f64, map1_kernel, map2_kernel, ragged_cases,
+                     check_dtype, convert_ref, i64_to, f32_to, fast, fp32math_fn, from_f64, map1_kernel, map2_kernel, ragged_cases,
                      ref_ops, related, storage, values, widen)
 
 FLOAT_BINARY = ARITH + COMPARE + LOGICAL
@@ -786,7 +786,6 @@ def test_where(dt, form, case):
     vals = [(arrs[v].astype(np.int64) if as_int else widen(arrs[v])) if isinstance(v, str)
             else (np.int64(v) if as_int else F32(v)) for v in xs]
     sel = np.where(cond, vals[0], vals[1])
-    from .oracle import i64_to
     want = i64_to(sel, out_dt) if as_int else f32_to(canon(sel), out_dt)
     assert_bits(got, want, f"where {dt} {form}")
 
@@ -807,7 +806,6 @@ def test_where_condition_from_compare():
 @given(case=ragged_cases(max_f=200))
 def test_copy_cast(src, dst, case):
     """nl.copy(x, dtype=dst): same dtype keeps bits; otherwise convert through fp32 (ints wrap)."""
-    from .oracle import convert_ref
     rng = np.random.default_rng(case.seed)
     a = values(rng, case.shape, src)
     k = map1_kernel(lambda x, m: nl.copy(x, dtype=dst))
@@ -821,7 +819,6 @@ def test_copy_cast(src, dst, case):
 @fast(2)
 @given(case=ragged_cases(max_f=200))
 def test_isa_tensor_copy(pair, engine, case):
-    from .oracle import convert_ref
     src, dst = pair
     rng = np.random.default_rng(case.seed)
     a = values(rng, case.shape, src)

@@ -20,7 +20,7 @@ import nki_lite.language as nl
 from nki_lite import errors
 
 from .kernels.tutorial_style import nl_matmul, tiled_matmul
-from .oracle import (F32, MATMUL_FLOATS, assert_bits, canon, f32_to, fast, from_f64, storage, values, widen)
+from .oracle import (F32, MATMUL_FLOATS, assert_bits, canon, f32_to, fast, from_f64, storage, widen)
 
 
 def mm_inputs(rng, shape, dt):

@@ -8,7 +8,6 @@ converts through fp32 (int -> int wraps).
 """
 from __future__ import annotations
 
-import inspect
 import os
 
 import numpy as np
@@ -23,8 +22,8 @@ from nki_lite import errors
 from nki_lite.runtime.interpreter import SENTINEL
 
 from .kernels.tutorial_style import spmd_add
-from .oracle import (ALL, ALL_WITH_BOOL, FLOATS, INTS, F32, assert_bits, cdiv, check_dtype, convert_ref, f32_to,
-                     fast, i64_to, map1_kernel, ragged_cases, storage, values)
+from .oracle import (ALL, ALL_WITH_BOOL, FLOATS, F32, assert_bits, cdiv, check_dtype, convert_ref, f32_to,
+                     fast, i64_to, map1_kernel, ragged_cases, ref_ops, storage, values)
 
 HERE = os.path.abspath(__file__)
 
@@ -440,7 +439,6 @@ def test_par_dim(dt, B, P, F, seed):
             nl.store(out[b], value=blocks[b])
         return out
 
-    from .oracle import ref_ops
     want = ref_ops(["add"], a, dt, [(a, dt)], dt)
     assert_bits(k(a), want, "par_dim")
 
@@ -639,7 +637,6 @@ def test_uninitialised_values_propagate_through_ops(dt):
         nl.store(out, nl.add(t, t))
         return out
 
-    from .oracle import ref_ops
     a = values(np.random.default_rng(1), (2, 6), dt, "nice")
     got = k(a)
     assert_bits(got[0:2], ref_ops(["add"], a, dt, [(a, dt)], dt), "written rows")

@@ -292,9 +292,8 @@ def test_partition_vector_scalar_op():
 
 ISA_REDUCE = {"np.add": (np.add, "add"), "np.max": (np.max, "maximum"), "np.maximum": (np.maximum, "maximum"),
               "np.min": (np.min, "minimum"), "np.multiply": (np.multiply, "multiply"), "nl.sum": (nl.sum, "add"),
-              "nl.max": (nl.max, "maximum"), "'min'": ("min", "minimum"), "np.logical_and": (np.logical_and,
-                                                                                             "logical_and"),
-              "np.logical_or": (np.logical_or, "logical_or")}
+              "nl.max": (nl.max, "maximum"), "'min'": ("min", "minimum"),
+              "np.logical_and": (np.logical_and, "logical_and"), "np.logical_or": (np.logical_or, "logical_or")}
 
 
 @pytest.mark.parametrize("negate", [False, True])
@@ -324,7 +323,8 @@ def test_isa_tensor_reduce_dtype(out_dt, case):
 # ----------------------------------------------------------------------------- numpy reductions on tiles
 
 NP_REDUCE = {"np.sum": (lambda x: np.sum(x, axis=1), "add"), "np.max": (lambda x: np.max(x, axis=1), "maximum"),
-             "np.amin": (lambda x: np.amin(x, axis=1), "minimum"), "np.prod": (lambda x: np.prod(x, axis=1), "multiply"),
+             "np.amin": (lambda x: np.amin(x, axis=1), "minimum"),
+             "np.prod": (lambda x: np.prod(x, axis=1), "multiply"),
              "np.all": (lambda x: np.all(x, axis=1), "logical_and"),
              "np.add.reduce": (lambda x: np.add.reduce(x, axis=1), "add"),
              "np.maximum.reduce": (lambda x: np.maximum.reduce(x, axis=1), "maximum"),

@@ -55,9 +55,10 @@ def _out(shape, dt: str, loc, base: str = "t") -> ir.Access:
 
 
 def _scalar_imm(v) -> ir.Imm:
+    dt = D.scalar_dtype(v)             # numpy scalars promote by their own dtype
     if isinstance(v, np.generic):
         v = v.item()
-    return ir.Imm(v, D.scalar_dtype(v))
+    return ir.Imm(v, dt)
 
 
 # ---------------------------------------------------------------- elementwise binary

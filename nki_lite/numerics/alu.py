@@ -72,7 +72,8 @@ INT = {
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
     "left_shift": lambda a, b: np.left_shift(a, np.clip(b, 0, 63)),
-    "right_shift": lambda a, b: np.right_shift(a, np.clip(b, 0, 63)),  # on the unsigned/zero-extended value
+    # logical shift: the caller passes `a` zero-extended at the output width (interpret_rules._alu)
+    "right_shift": lambda a, b: np.right_shift(a, np.clip(b, 0, 63)),
 }
 
 INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}

@@ -4,7 +4,8 @@ Numerics (shared/DESIGN.md, docs/numerics.md):
 - Arithmetic computes in fp32 with one rounding per ALU step, then NaNs are canonicalised to
   +qNaN (0x7FC00000) and the result is rounded once to the output dtype (numerics.convert).
   When every input and the output are integers and the op exists on the integer path, it computes
-  exactly in int64 and wraps to the output width.
+  exactly in int64 and wraps to the output width. right_shift is logical (NKI has no arithmetic
+  right shift): the left operand's bit pattern is zero-extended at the output width first.
 - Pure data movement (DMA, copy, transpose) of the same dtype copies bits; with a dtype change it
   converts through fp32 (exact widening, then `round_to`), or int64 for int -> int.
 - Matmul: per output element, acc starts as the first product (or the PSUM value when

@@ -3,7 +3,7 @@
 Numerics follow runtime/interpret_rules.py: fp32 steps, NaN canonicalisation, one rounding to the
 output dtype. Definitions specific to these ops (docs/numerics.md):
 - tensor_tensor_scan: strictly sequential along the free axis, each op rounded to fp32; the carry
-  is the fp32 value (not the rounded output).
+  is the fp32 value (not the rounded output); masked-off positions pass the carry through.
 - bn_stats: for the even and the odd free elements separately: count; mean = sum / count (sum in
   numerics.alu's reduction order); var*count = sum((x - mean)^2) in the same order.
 - bn_aggr: Chan's pairwise combination over the triples in order, in fp32:
@@ -12,17 +12,30 @@ output dtype. Definitions specific to these ops (docs/numerics.md):
   element equal (fp32 compare) to each value, or 0xFFFFFFFF if absent.
 - Reductions attached to activation / tensor_scalar reduce the fp32 results (before the output
   rounding) in numerics.alu's order.
+- Per-partition outputs (bn_stats, bn_aggr, max8, find_index8, reduce_res) are written only for
+  the partitions where the instruction's mask selects at least one element (like tensor_reduce).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.ops import rule
 from ..numerics import alu
 from ..numerics.convert import round_to
 from .interpret_rules import F32, _alu, _finish, _is_int, _value
 from .interpreter import Machine
+
+
+def _rows_of(mask, shape) -> np.ndarray | None:
+    """Write mask of a per-partition output: a partition is written iff the instruction's mask
+    selects at least one of its elements (as tensor_reduce does); partitions the mask excludes
+    keep their old contents. `shape` is the output's shape."""
+    if mask is None:
+        return None
+    rows = np.asarray(mask).reshape(mask.shape[0], -1).any(axis=1)
+    return np.broadcast_to(rows.reshape((-1,) + (1,) * (len(shape) - 1)), shape)
 
 
 def write_reduction(m: Machine, instr: ir.Instr, env, y: np.ndarray, mask) -> None:
@@ -36,7 +49,8 @@ def write_reduction(m: Machine, instr: ir.Instr, env, y: np.ndarray, mask) -> No
         y = np.where(mask, y, F32(alu.REDUCE_IDENTITY[op]))
     flat = y.reshape(y.shape[0], -1)
     r = alu.reduce_fp32(op, flat).reshape(racc.shape)
-    m.write(racc, env, _finish(r, m.dtype_of(racc)), instr)
+    m.write(racc, env, _finish(r, m.dtype_of(racc)), instr,
+            None if mask is None else _rows_of(np.broadcast_to(mask, y.shape), racc.shape))
 
 
 @rule("interpret", "scalar_tensor_tensor")
@@ -47,8 +61,9 @@ def _stt(m, instr, env):
     x = _value(m, instr.ins[0], env, instr, as_int, mask)
     s0 = _value(m, instr.ins[1], env, instr, as_int, mask)
     t1 = _value(m, instr.ins[2], env, instr, as_int, mask)
-    x = _alu(instr.attr("op0"), x, s0, as_int, bool(instr.attr("reverse0")))
-    x = _alu(instr.attr("op1"), x, t1, as_int, bool(instr.attr("reverse1")))
+    width = D.INFO[m.dtype_of(dst)].bits
+    x = _alu(instr.attr("op0"), x, s0, as_int, bool(instr.attr("reverse0")), width=width)
+    x = _alu(instr.attr("op1"), x, t1, as_int, bool(instr.attr("reverse1")), width=width)
     m.write(dst, env, _finish(x, m.dtype_of(dst)), instr, mask)
 
 
@@ -64,8 +79,10 @@ def _scan(m, instr, env):
     out = np.empty(dst.shape, dtype=F32)
     op0, op1 = instr.attr("op0"), instr.attr("op1")
     r0, r1 = bool(instr.attr("reverse0")), bool(instr.attr("reverse1"))
+    live = np.ones(dst.shape, dtype=bool) if mask is None else np.broadcast_to(mask, dst.shape)
     for j in range(dst.shape[1]):
-        prev = _alu(op1, _alu(op0, a[:, j], prev, False, r0), b[:, j], False, r1)
+        nxt = _alu(op1, _alu(op0, a[:, j], prev, False, r0), b[:, j], False, r1)
+        prev = np.where(live[:, j], nxt, prev)        # masked-off positions pass the carry through
         out[:, j] = prev
     m.write(dst, env, _finish(out, m.dtype_of(dst)), instr, mask)
 
@@ -129,13 +146,16 @@ def _bn_stats(m, instr, env):
     for parity in (0, 1):
         sel = cols % 2 == parity
         out.extend(_group_stats(x[:, sel], valid[:, sel]))
-    m.write(dst, env, _finish(np.stack(out, axis=1).astype(F32), m.dtype_of(dst)), instr)
+    m.write(dst, env, _finish(np.stack(out, axis=1).astype(F32), m.dtype_of(dst)), instr,
+            _rows_of(mask, dst.shape))
 
 
 @rule("interpret", "bn_aggr")
 def _bn_aggr(m, instr, env):
     dst = instr.out
-    x, _ = _masked_free(m, instr, env, instr.ins[0])
+    x, mask = _masked_free(m, instr, env, instr.ins[0])
+    if mask is not None:
+        x = np.where(mask, x, F32(0))                  # masked-off elements read as 0 (count 0: skipped)
     P = x.shape[0]
     n_a = np.zeros(P, F32)
     mean_a = np.zeros(P, F32)
@@ -153,7 +173,8 @@ def _bn_aggr(m, instr, env):
                             m2_a)
             n_a = np.where(take, n, n_a)
         var = np.where(n_a > 0, (m2_a / n_a).astype(F32), F32("nan"))
-    m.write(dst, env, _finish(np.stack([mean_a, var], axis=1).astype(F32), m.dtype_of(dst)), instr)
+    m.write(dst, env, _finish(np.stack([mean_a, var], axis=1).astype(F32), m.dtype_of(dst)), instr,
+            _rows_of(mask, dst.shape))
 
 
 @rule("interpret", "max8")
@@ -165,7 +186,7 @@ def _max8(m, instr, env):
     key = np.where(np.isnan(x), F32(np.inf), x)          # NaN sorts as the largest
     order = np.argsort(-key, axis=1, kind="stable")[:, :8]
     top = np.take_along_axis(x, order, axis=1)
-    m.write(dst, env, _finish(top.astype(F32), m.dtype_of(dst)), instr)
+    m.write(dst, env, _finish(top.astype(F32), m.dtype_of(dst)), instr, _rows_of(mask, dst.shape))
 
 
 @rule("interpret", "find_index8")
@@ -178,7 +199,7 @@ def _find_index8(m, instr, env):
         eq &= mask[:, None, :]
     found = eq.any(axis=2)
     idx = np.where(found, eq.argmax(axis=2), 0xFFFFFFFF).astype(np.int64)
-    m.write(dst, env, round_to(idx, m.dtype_of(dst)), instr)
+    m.write(dst, env, round_to(idx, m.dtype_of(dst)), instr, _rows_of(mask, dst.shape))
 
 
 @rule("interpret", "device_print")

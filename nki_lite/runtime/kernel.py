@@ -36,6 +36,11 @@ _TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3
 
 
 def _const_key(v):
+    if isinstance(v, np.dtype):            # numpy ignores metadata in ==/hash: keep tfloat32 distinct
+        try:
+            return ("dtype", D.name_of(v))
+        except D.UnknownDType:
+            pass
     try:
         hash(v)
         return (type(v).__qualname__, v)

@@ -89,7 +89,12 @@ def partitions_of(a: Access, buf: Buffer) -> int:
     if buf.space == Space.HBM:
         return a.shape[0] if a.shape else 1
     k = partition_axis(a, buf)
-    return a.shape[k] if k is not None else 1
+    if k is not None:
+        return a.shape[k]
+    used = {axis_of(v) for e in a.index for v, c in e.terms if is_axis_var(v) and c}
+    if a.shape and 0 not in used:
+        return a.shape[0]            # a partition broadcast: axis 0 spans the partitions
+    return 1
 
 
 def partitions(a: Access) -> int:
@@ -133,8 +138,10 @@ def _free_axes(a: Access, buf: Buffer) -> list[int]:
     pk = partition_axis(a, buf)
     if buf.space == Space.HBM:
         return list(range(len(a.shape)))
-    if pk is None and a.shape and buf.shape and a.shape[0] == buf.shape[buf.par_axis] == 1:
-        pk = 0
+    if pk is None and a.shape:
+        used = {axis_of(v) for e in a.index for v, c in e.terms if is_axis_var(v) and c}
+        if 0 not in used or a.shape[0] == 1:
+            pk = 0
     return [k for k in range(len(a.shape)) if k != pk]
 
 

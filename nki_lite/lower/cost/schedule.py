@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from itertools import chain
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +43,7 @@ from .targets import Target
 
 DMA_OPS = ("dma_copy",)
 RESOURCES_COMPUTE = COMPUTE_ENGINES
-MIN_SAMPLES = 4            # samples per phase compared: three equal increments
+MIN_SAMPLES = 3            # samples per phase compared: two equal increments
 MAX_SIM = 64               # iterations simulated per loop level before a forced extrapolation
 FULL_SIM_TRIP = 128        # loops up to this trip are simulated fully when no period is found
 BUDGET = 400_000           # simulated instruction instances before every loop extrapolates early
@@ -50,7 +51,7 @@ MAX_EVENTS = 200_000
 TOL = 1e-6
 MIN_EXTRAPOLATE_WORK = 64  # loops executing fewer instructions are always simulated in full
 TRIGGER_STREAMS = ("sync",) + COMPUTE_ENGINES
-QUEUE_HISTORY = 256        # busy intervals remembered per DMA queue at most (older time counts as busy)
+QUEUE_HISTORY = 32         # busy intervals remembered per DMA queue (older time counts as busy)
 EXPAND_RECORDS = 20_000    # extrapolated copies kept as ordinary records up to this many per extrapolation
 
 
@@ -155,7 +156,7 @@ class Plan:
     def _grid_wrap(kernel: Kernel):
         body = kernel.body
         for k in reversed(range(len(kernel.grid))):
-            body = (Loop(f"pid{k}", kernel.grid[k], "affine", body),)
+            body = (Loop(f"pid{k}", kernel.grid[k], "affine", body, loc=kernel.loc),)
         return body
 
     def _alloc_plan(self) -> AllocPlan:
@@ -289,10 +290,11 @@ class Rec:
     """A memory-region event: box [lo, hi], end time t, engine. `ranges` are extrapolated copies:
     tuples (shift per step, steps n, time per step dt): r in 0..n shifts the box by r*shift and the
     time by r*dt."""
-    __slots__ = ("lo", "hi", "t", "eng", "coef", "ranges", "dead", "home", "rot")
+    __slots__ = ("lo", "hi", "t", "eng", "coef", "ranges", "dead", "home", "rot", "serial")
 
-    def __init__(self, lo, hi, t, eng, coef, home, rot):
+    def __init__(self, lo, hi, t, eng, coef, home, rot, serial=0):
         self.lo, self.hi, self.t, self.eng, self.coef = lo, hi, t, eng, coef
+        self.serial = serial
         self.ranges = ()
         self.dead = False
         self.home = home          # (region, 0 for writes / 1 for reads)
@@ -446,6 +448,8 @@ class Simulator:
         self.extrapolations = []
         self.approximate = False
         self._loop_static: dict = {}
+        self._loop_deps: dict = {}
+        self.serial = 0
 
     # ---- regions
     def _region(self, a: AccInfo, inst: int) -> Region:
@@ -484,13 +488,27 @@ class Simulator:
                     for r in ws:
                         if r.dead:
                             continue
-                        tt = r.overlap_time(lo, hi)
-                        if tt is not None:
-                            if tt > last:
-                                last, self.producer = tt, r.eng
-                            tt += (dep if r.eng == eng else (0.0 if r.eng == "none" or eng == "none" else sem))
-                            if tt > ready:
-                                ready = tt
+                        if r.ranges:
+                            tt = r.overlap_time(lo, hi)
+                            if tt is None:
+                                continue
+                        else:
+                            for x, y, c, d in zip(r.lo, r.hi, lo, hi):
+                                if x > d or y < c:
+                                    break
+                            else:
+                                tt = r.t
+                                if tt > last:
+                                    last, self.producer = tt, r.eng
+                                tt += dep if r.eng == eng else (0.0 if r.eng == "none" or eng == "none" else sem)
+                                if tt > ready:
+                                    ready = tt
+                            continue
+                        if tt > last:
+                            last, self.producer = tt, r.eng
+                        tt += dep if r.eng == eng else (0.0 if r.eng == "none" or eng == "none" else sem)
+                        if tt > ready:
+                            ready = tt
         for a, (lo, hi) in zip(inf.writes, boxes_w):
             for reg in self._regions_for(a):
                 for pair in reg.lists_for(lo, hi):
@@ -498,15 +516,32 @@ class Simulator:
                         for r in lst:
                             if r.dead:
                                 continue
-                            tt = r.overlap_time(lo, hi)
-                            if tt is not None:
-                                if r.eng != eng and r.eng != "none" and eng != "none":
-                                    tt += sem
-                                if tt > ready:
-                                    ready = tt
+                            if r.ranges:
+                                tt = r.overlap_time(lo, hi)
+                                if tt is None:
+                                    continue
+                            else:
+                                if r.t + sem <= ready:
+                                    continue           # cannot raise the ready time
+                                for x, y, c, d in zip(r.lo, r.hi, lo, hi):
+                                    if x > d or y < c:
+                                        break
+                                else:
+                                    tt = r.t
+                                    if r.eng != eng and r.eng != "none" and eng != "none":
+                                        tt += sem
+                                    if tt > ready:
+                                        ready = tt
+                                continue
+                            if r.eng != eng and r.eng != "none" and eng != "none":
+                                tt += sem
+                            if tt > ready:
+                                ready = tt
         return ready
 
     def _add(self, lst, rec):
+        self.serial += 1
+        rec.serial = self.serial
         lst.append(rec)
         for c in self.created:
             c.append(rec)
@@ -522,12 +557,16 @@ class Simulator:
                     for r in lst:
                         if r.dead:
                             continue
-                        blo, bhi = r.bbox()
+                        if r.ranges:
+                            blo, bhi = r.bbox()
+                        else:
+                            blo, bhi = r.lo, r.hi
                         if _contains(blo, bhi, lo, hi) and (k == 0 or r.eng == eng or r.tmax() <= end):
                             r.dead = True
                         else:
                             keep.append(r)
-                    lst[:] = keep
+                    if len(keep) != len(lst):
+                        lst[:] = keep
             home = reg.home_for(lo, hi)
             rot = a.buf if a.buf in self.rotating else None
             self._add(home[0], Rec(lo, hi, end, eng, a.coef, (reg, 0), rot))
@@ -536,15 +575,13 @@ class Simulator:
             home = reg.home_for(lo, hi)
             rs = home[1]
             if rs:
-                keep = []
-                for r in rs:
-                    if r.dead:
-                        continue
-                    if r.eng == eng and not r.ranges and r.t <= end and _contains(r.lo, r.hi, lo, hi):
+                # only the newest reads are examined: pruning is an optimisation, never needed
+                for k in range(len(rs) - 1, max(-1, len(rs) - 9), -1):
+                    r = rs[k]
+                    if not r.dead and r.eng == eng and not r.ranges and r.t <= end and \
+                            _contains(r.lo, r.hi, lo, hi):
                         r.dead = True
-                    else:
-                        keep.append(r)
-                rs[:] = keep
+                        del rs[k]
             rot = a.buf if a.buf in self.rotating else None
             self._add(rs, Rec(lo, hi, end, eng, a.coef, (reg, 1), rot))
 
@@ -579,7 +616,9 @@ class Simulator:
         if eng == "dma":
             # the trigger stream: the engine that produced the data (stores), else the Sync engine
             stream = self.producer if self.producer in COMPUTE_ENGINES else "sync"
-            ready = max(ready, self.streams[stream])
+            # in-order trigger: after the stream's previous DMA start and, for an engine, after the
+            # engine's earlier instructions (the trigger sits in its instruction stream)
+            ready = max(ready, self.streams[stream], free.get(stream, 0.0) if stream != "sync" else 0.0)
             fits = sorted((self._fit(q, ready, c.ns), q) for q in self.qidx)[:c.queues]
             start = fits[0][0]
             end = fits[-1][0] + c.ns
@@ -631,7 +670,8 @@ class Simulator:
         iv = self.qbusy[q]
         bisect.insort(iv, (s, e))
         # no future DMA starts before the earliest trigger stream's last start: forget what ends earlier
-        horizon = min(self.streams[st] for st in self.used_streams)
+        horizon = min(self.streams[st] if st == "sync" else max(self.streams[st], self.free[st])
+                      for st in self.used_streams)
         k = 0
         while k < len(iv) - 1 and iv[k][1] <= horizon:
             k += 1
@@ -677,16 +717,29 @@ class Simulator:
             st = self._loop_static[id(loop)] = (per_iter, W, work)
         return st
 
+    def _queue_layout(self):
+        """(offset, intervals) of every queue's history inside the last snapshot."""
+        return self._layout
+
     def _qsnap(self):
         return [self.free[r] for r in self.res_names] + [self._qend(q) for q in self.qidx] + \
             [self.streams[s] for s in TRIGGER_STREAMS]
 
     def _snapshot(self, created):
         vals = self._qsnap()
+        layout = []
+        prev = None
         for q in self.qidx:                 # the queues' remembered history (gap filling depends on it)
-            vals.append(len(self.qbusy[q]))
-            if self.qbusy[q]:
-                vals.extend(np.asarray(self.qbusy[q]).ravel().tolist())
+            iv = self.qbusy[q]
+            if prev is not None and iv == self.qbusy[prev[0]]:
+                vals.append(-1.0)           # same history as the previous queue
+                layout.append(prev[1])
+                continue
+            vals.append(float(len(iv)))
+            layout.append((len(vals), len(iv)))
+            vals.extend(chain.from_iterable(iv))
+            prev = (q, layout[-1])
+        self._layout = layout
         self._rec_off = len(vals)
         for r in created:
             vals.append(r.t)
@@ -708,9 +761,10 @@ class Simulator:
                 self.nodes(loop.body, env)
             env.pop(var, None)
             return
+        serial0 = self.serial
         snaps, created_per_iter = [], []
+        first = 0                    # iteration that snaps[0] describes
         j = 0
-        jumped = False
         while j < T:
             env[var] = j
             mine: list = []
@@ -718,26 +772,125 @@ class Simulator:
             n_iv = (len(self.dma_iv), self.dma_extra)
             self.nodes(loop.body, env)
             self.created.pop()
-            if jumped:
-                j += 1
-                continue
             snaps.append(self._snapshot(mine))
             created_per_iter.append((mine, n_iv, self._rec_off))
-            p = self._detect(snaps, [c[2] for c in created_per_iter], periods, W, j)
+            jj = j - first
+            offs = [c[2] for c in created_per_iter]
+            p = self._detect(snaps, offs, periods, W, jj)
             forced = False
             if p is None and j + 1 < T:
-                over = self.sim_count > BUDGET
-                if (j + 1 >= MAX_SIM and T > FULL_SIM_TRIP) or over:
-                    p = self._fallback_period(snaps, [c[2] for c in created_per_iter], periods, W, j)
+                if (jj + 1 >= MAX_SIM and T > FULL_SIM_TRIP) or self.sim_count > BUDGET:
+                    p = self._fallback_period(snaps, offs, periods, W, jj)
                     forced = p is not None
             if p is not None:
                 Q = (T - 1 - j) // p
+                if Q > 0 and not forced:
+                    Q = self._safe_chunks(loop, env, p, Q, j, serial0)
+                    Q = min(Q, self._queue_safe_chunks(snaps[jj] - snaps[jj - p]))
                 if Q > 0:
-                    self._extrapolate(loop, p, Q, W, snaps, created_per_iter, per_iter, j, forced)
+                    self._extrapolate(loop, p, Q, W, snaps, created_per_iter, per_iter, jj, forced)
                     j += Q * p
-                    jumped = True
+                    first = j + 1            # start detecting afresh after a jump
+                    snaps, created_per_iter = [], []
             j += 1
         env.pop(var, None)
+
+    def _queue_safe_chunks(self, d) -> int:
+        """Busy intervals that do not move with the loop (reserved by other trigger streams ahead
+        of it) bound how far the queues' moving intervals may be extrapolated."""
+        Q = 1 << 60
+        for q, (off, n) in enumerate(self._queue_layout()):
+            if not n:
+                continue
+            dd = d[off:off + 2 * n]
+            iv = self.qbusy[q]
+            moving = [k for k in range(n) if dd[2 * k + 1] > TOL]
+            if not moving:
+                continue
+            step = max(float(dd[2 * k + 1]) for k in moving)
+            mend = max(iv[k][1] for k in moving)
+            for k in range(n):
+                if dd[2 * k + 1] <= TOL and iv[k][0] >= mend - TOL:
+                    Q = min(Q, int((iv[k][0] - mend) // step))
+        return max(0, Q)
+
+    # ---- inputs from before the loop must continue the same progression
+    def _dep_accesses(self, loop: Loop):
+        st = self._loop_deps.get(id(loop))
+        if st is None:
+            st = []
+            for ins, inner in _walk(loop.body):
+                inf = self.plan.info[id(ins)]
+                for kind, accs in ((0, inf.reads), (1, inf.writes)):
+                    for a in accs:
+                        if loop.var in a.coef and any(a.coef[loop.var]):
+                            st.append((a, kind, inner))
+            self._loop_deps[id(loop)] = st
+        return st
+
+    def _ext_time(self, a: AccInfo, kind: int, inner, env, serial0):
+        """Latest end among records made before the loop started that this access (over its inner
+        loops' whole ranges) depends on; None if there is none."""
+        lo, hi = a.box(env)
+        lo, hi = list(lo), list(hi)
+        for l in inner:
+            cs = a.coef.get(l.var)
+            if cs:
+                for d, c in enumerate(cs):        # inner variables are 0 here: widen to their range
+                    span = c * (max(1, l.trip) - 1)
+                    lo[d] += min(0, span)
+                    hi[d] += max(0, span)
+        best = None
+        regs = [self._region(a, self.gen[a.buf])] if a.buf in self.rotating else [self._region(a, 0)]
+        for reg in regs:
+            for pair in reg.lists_for(tuple(lo), tuple(hi)):
+                for lst in (pair if kind == 1 else (pair[0],)):
+                    for r in lst:
+                        if r.dead or r.serial >= serial0:
+                            continue
+                        tt = r.overlap_time(lo, hi)
+                        if tt is not None and (best is None or tt > best):
+                            best = tt
+        return best
+
+    def _safe_chunks(self, loop, env, p, Q, j, serial0):
+        """Largest Q' <= Q such that every input produced before the loop, for the iterations
+        j-3p+1 .. j+Q'p, follows an arithmetic progression per phase (otherwise the periodic
+        extrapolation would miss it)."""
+        deps = self._dep_accesses(loop)
+        if not deps:
+            return Q
+        var = loop.var
+        lo_v = max(0, j - (MIN_SAMPLES - 1) * p + 1)
+        hi_v = j + Q * p
+        limit = hi_v
+        saved = {l.var: env.get(l.var) for _, _, inner in deps for l in inner}
+        for a, kind, inner in deps:
+            for l in inner:
+                env[l.var] = 0
+            seqs: dict = {}
+            for v in range(lo_v, hi_v + 1):
+                env[var] = v
+                seqs.setdefault(v % p, []).append((v, self._ext_time(a, kind, inner, env, serial0)))
+            for seq in seqs.values():
+                for k in range(2, len(seq)):
+                    (v0, t0), (v1, t1), (v2, t2) = seq[k - 2], seq[k - 1], seq[k]
+                    if (t0 is None) != (t2 is None) or (t1 is None) != (t2 is None):
+                        ok = False
+                    elif t0 is None:
+                        ok = True
+                    else:
+                        ok = abs((t2 - t1) - (t1 - t0)) <= TOL * max(1.0, abs(t2 - t1))
+                    if not ok:
+                        limit = min(limit, v2 - 1)
+                        break
+        env[var] = j
+        for k, v in saved.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return max(0, (limit - j) // p)
 
     def _window_ok(self, snaps, offs, p, W, j):
         """Every iteration of the window [j-W+1, j] has as many records as the iteration of the same
@@ -786,11 +939,13 @@ class Simulator:
         # resources
         for k, r in enumerate(self.res_names):
             self.free[r] += Q * max(0.0, dres[k])
-        for q in self.qidx:
-            sh = Q * max(0.0, dres[nr + q])
-            if sh:
-                self.qbusy[q] = [(a + sh, b + sh) for a, b in self.qbusy[q]]
-                self.qfloor[q] += sh
+        dfull = snaps[j] - snaps[j - p]
+        for q, (off, n) in enumerate(self._queue_layout()):
+            if n:
+                d = dfull[off:off + 2 * n]
+                self.qbusy[q] = sorted((a + Q * d[2 * k], b + Q * d[2 * k + 1])
+                                       for k, (a, b) in enumerate(self.qbusy[q]))
+            self.qfloor[q] += Q * max(0.0, float(np.max(dfull[off:off + 2 * n]))) if n else 0.0
         for k, st in enumerate(TRIGGER_STREAMS):
             self.streams[st] += Q * max(0.0, dres[nr + nq + k])
         # per-phase increments of every record created in the window
@@ -840,7 +995,7 @@ class Simulator:
         n_iv, extra0 = created_per_iter[j - p + 1][1]
 
         iv = self.dma_iv[n_iv:]
-        period = max([0.0] + [float(dres[nr + q]) for q in self.qidx])
+        period = max(0.0, float(np.max(dfull[:created_per_iter[j][2]])))
         self.dma_extra += Q * min(period, _union(iv) + (self.dma_extra - extra0))
         span = float(np.max(dres)) * Q if len(dres) else 0.0
         self.t_max = max([self.t_max] + [self.free[r] for r in COMPUTE_ENGINES] +

@@ -74,7 +74,6 @@ class Target:
     dma_queues: int = 16                    # §3.1/§4.8: 16 DMA engines per NeuronCore
     dma_queue_bytes_per_ns: float = 0.0     # §4.8 DMA guide: 17 / 23 / 33 B/ns per engine
     dma_descriptor_half_bytes: int = 256    # assumed, see TARGET_NOTES["dma_descriptor_half_bytes"]
-    dma_partitions_per_queue: int = 8       # §4.6: [128, 1024] fp32 -> 16 transfers x 8 partitions
     dma_transpose_efficiency: float = 0.0   # §4.7 Trn2 DMA: DMA transpose <=90% of DMA throughput (HBM->SBUF)
     dma_transpose_sbuf_efficiency: float = 0.0  # §4.7 Trn2 DMA: <=50% SBUF->SBUF
     hbm_bytes_per_ns_per_nc: float = 0.0    # §3.3: chip HBM bandwidth / NeuronCores per chip (DMA ceiling)

@@ -1,0 +1,358 @@
+"""Kernel -> LLVM IR text: buffers, the SPMD grid, loops, accesses, masks, bounds checks, status.
+
+Contract:
+- `generate(kernel, debug=False) -> Generated` returns the module text of one function
+      i32 @nkl_kernel(ptr %args, ptr %arena, ptr %status, ptr %print_cb)
+  `args` holds one pointer per *argument buffer* (`Generated.arg_buffers`: the kernel's inputs,
+  outputs and constants, in that order); every other buffer (SBUF, PSUM, HBM scratch) lives in the
+  caller-provided `arena` at fixed offsets (`Generated.arena_bytes`, 64-byte aligned). The IR holds
+  no absolute addresses, so the text is a cache key.
+- Programs of the SPMD grid run in row-major order inside the function, like the interpreter.
+- Every access is bounds-checked: once per instruction execution with the affine range of each
+  index; instructions with a mask fall back to per-element checks of the masked-in elements. A
+  violation stores (code, site, operand, dim, lo, hi, loop values...) into `status` and returns 1.
+- On x86-64 the function sets MXCSR to the IEEE default (round to nearest, no FTZ/DAZ) on entry and
+  restores the caller's value on exit, so results do not depend on the process's FP state.
+- Op semantics are emitted by the "llvm" rules (lower/llvm/rules_*.py) through the `Emitter`
+  helpers here; they mirror runtime/interpret_rules*.py step for step.
+"""
+from __future__ import annotations
+
+import contextlib
+import platform
+from dataclasses import dataclass, field
+
+from ...lang import dtypes as D
+from .. import ir
+from ..affine import Affine, Mask, axis_var
+from ..ops import OPS
+from . import convert as CV
+from .irbuilder import FnBuilder, f32, f32_bits
+
+STATUS_WORDS = 32
+STATUS_LOOPS = 6        # status[6 : 6 + 24] holds the values of pids and enclosing loop vars
+ERR_BOUNDS = 1
+CANON_NAN = 0x7FC00000
+
+
+@dataclass
+class Generated:
+    text: str
+    arg_buffers: tuple[str, ...]
+    arena_bytes: int
+    sites: tuple[ir.Instr, ...]
+    loop_names: tuple[tuple[str, ...], ...]     # per site: names of the env values stored on error
+    needs_print: bool = False
+
+
+@dataclass
+class _Ctx:
+    env: dict
+    names: list                                   # env names in order (for error reports)
+
+
+class Emitter:
+    def __init__(self, kernel: ir.Kernel, debug: bool):
+        self.k = kernel
+        self.debug = debug
+        self.bufs = kernel.buffer_map
+        self.b = FnBuilder()
+        self.functions: dict[str, str] = {}
+        self.declares: set[str] = set()
+        self.sites: list[ir.Instr] = []
+        self.site_names: list[tuple[str, ...]] = []
+        self.arg_buffers = tuple(b.name for b in kernel.buffers
+                                 if b.space == ir.Space.HBM and b.base is None and b.kind in ("input", "output", "const"))
+        self.offsets: dict[str, int] = {}
+        off = 0
+        for b in kernel.buffers:
+            if b.base is None and b.name not in self.arg_buffers:
+                self.offsets[b.name] = off
+                off += _align(b.size * D.itemsize(b.dtype))
+        self.scratch_offset = off
+        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
+        self.arena_bytes = off + self.scratch_bytes
+        self.ptrs: dict[str, str] = {}
+        self.needs_print = False
+        self.allocas: list[str] = []
+        self.row_value: str | None = None
+
+    def entry_alloca(self, ty: str, hint: str = "a") -> str:
+        name = f"%{hint}.{len(self.allocas)}"
+        self.allocas.append(f"  {name} = alloca {ty}, align 64")
+        return name
+
+    # ---------------------------------------------------------------- module pieces
+    def use(self, fn_and_text: tuple[str, str]) -> str:
+        name, text = fn_and_text
+        self.functions.setdefault(name, text)
+        return name
+
+    def declare(self, line: str) -> None:
+        self.declares.add(line)
+
+    # ---------------------------------------------------------------- buffers and addresses
+    def root(self, name: str) -> str:
+        b = self.bufs[name]
+        return b.base or name
+
+    def base_ptr(self, name: str) -> str:
+        root = self.root(name)
+        return self.ptrs[root]
+
+    def storage(self, name: str) -> str:
+        return CV.STORAGE_LLVM[self.bufs[name].dtype]
+
+    def dtype(self, acc) -> str:
+        return self.bufs[acc.buffer].dtype if isinstance(acc, ir.Access) else acc.dtype
+
+    def affine(self, e: Affine, env: dict) -> str:
+        """i64 SSA value of an affine expression (constants fold)."""
+        val = None
+        for k, c in e.terms:
+            v = env[k]
+            term = v if c == 1 else self.b.op(f"mul nsw i64 {v}, {c}")
+            val = term if val is None else self.b.op(f"add nsw i64 {val}, {term}")
+        if val is None:
+            return str(e.const)
+        if e.const:
+            val = self.b.op(f"add nsw i64 {val}, {e.const}")
+        return val
+
+    def flat_index(self, acc: ir.Access) -> Affine:
+        shape = self.bufs[acc.buffer].shape
+        off, stride = Affine(0), 1
+        for d in reversed(range(len(shape))):
+            off = off + acc.index[d].scale(stride)
+            stride *= shape[d]
+        return off
+
+    def elem_ptr(self, acc: ir.Access, env: dict) -> str:
+        off = self.affine(self.flat_index(acc), env)
+        return self.b.op(f"getelementptr inbounds {self.storage(acc.buffer)}, ptr {self.base_ptr(acc.buffer)}, i64 {off}")
+
+    def scratch_ptr(self, byte_offset: int = 0) -> str:
+        return self.b.op(f"getelementptr inbounds i8, ptr %arena, i64 {self.scratch_offset + byte_offset}")
+
+    def load_raw(self, acc: ir.Access, env: dict) -> str:
+        ty = self.storage(acc.buffer)
+        p = self.elem_ptr(acc, env)
+        return self.b.op(f"load {ty}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
+
+    def store_raw(self, acc: ir.Access, env: dict, val: str) -> None:
+        ty = self.storage(acc.buffer)
+        p = self.elem_ptr(acc, env)
+        self.b.emit(f"store {ty} {val}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
+
+    # ---------------------------------------------------------------- values
+    def to_f32(self, raw: str, dtype: str) -> str:
+        info = D.INFO[dtype]
+        if dtype == "float32":
+            return raw
+        if info.kind == "f":
+            return self.b.op(f"call float @{self.use(CV.decode(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
+        return self.b.op(f"call float @{self.use(CV.f32_from_int(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
+
+    def to_i64(self, raw: str, dtype: str) -> str:
+        return self.b.op(f"call i64 @{self.use(CV.i64_from_int(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
+
+    def from_f32(self, val: str, dtype: str) -> str:
+        info = D.INFO[dtype]
+        if dtype == "float32":
+            return val
+        if info.kind == "f":
+            return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.encode(dtype, 1))}(float {val})")
+        return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.int_from_f32(dtype, 1))}(float {val})")
+
+    def from_i64(self, val: str, dtype: str) -> str:
+        info = D.INFO[dtype]
+        if info.kind in "iub":
+            return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.int_from_i64(dtype, 1))}(i64 {val})")
+        f = self.b.op(f"sitofp i64 {val} to float")
+        return self.from_f32(f, dtype)
+
+    def canon(self, val: str) -> str:
+        """NaN -> +qNaN 0x7FC00000 (the contract for arithmetic results)."""
+        isnan = self.b.op(f"fcmp uno float {val}, 0.0")
+        return self.b.op(f"select i1 {isnan}, float {f32_bits(CANON_NAN)}, float {val}")
+
+    def operand(self, o, env: dict, domain: str) -> str:
+        """An operand (Access or Imm) as an f32 or i64 compute value."""
+        if isinstance(o, ir.Imm):
+            if domain == "i64":
+                return str(int(o.value))
+            return f32(float(o.value))
+        raw = self.load_raw(o, env)
+        dt = self.dtype(o)
+        return self.to_i64(raw, dt) if domain == "i64" else self.to_f32(raw, dt)
+
+    def store_result(self, acc: ir.Access, env: dict, val: str, domain: str, canon: bool = True) -> None:
+        dt = self.dtype(acc)
+        if domain == "i64":
+            self.store_raw(acc, env, self.from_i64(val, dt))
+        else:
+            self.store_raw(acc, env, self.from_f32(self.canon(val) if canon else val, dt))
+
+    def convert_raw(self, raw: str, src: str, dst: str) -> str:
+        """Data-movement conversion (interpreter `convert`): bits if equal dtypes, int->int wraps,
+        otherwise exact widening to fp32 then rounding (no NaN canonicalisation)."""
+        if src == dst:
+            return raw
+        if D.INFO[src].is_int and D.INFO[dst].is_int:
+            return self.from_i64(self.to_i64(raw, src), dst)
+        return self.from_f32(self.to_f32(raw, src), dst)
+
+    # ---------------------------------------------------------------- masks, loops, bounds
+    def mask_value(self, mask: Mask | None, env: dict) -> str | None:
+        if mask is None:
+            return None
+        pred = "true"
+        for c in mask.terms:
+            v = self.affine(c.expr, env)
+            cmp = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}[c.op]
+            t = self.b.op(f"icmp {cmp} i64 {v}, 0")
+            pred = t if pred == "true" else self.b.op(f"and i1 {pred}, {t}")
+        return pred
+
+    @contextlib.contextmanager
+    def elements(self, shape: tuple[int, ...], env: dict, start: int = 0):
+        """Nested loops over axes start.. of `shape` (row-major); yields env with the axis variables."""
+        inner = dict(env)
+        with contextlib.ExitStack() as stack:
+            for a, n in enumerate(shape):
+                if a < start:
+                    continue
+                if n == 1:
+                    inner[axis_var(a)] = "0"
+                    continue
+                inner[axis_var(a)] = stack.enter_context(self.b.loop(n, f"e{a}_"))
+            yield inner
+
+    def site(self, instr: ir.Instr, ctx: _Ctx) -> int:
+        self.sites.append(instr)
+        self.site_names.append(tuple(ctx.names))
+        return len(self.sites) - 1
+
+    def fail(self, site: int, ctx: _Ctx, operand: int, dim: int, lo: str, hi: str) -> None:
+        """Store an out-of-bounds report into status and return 1 (from any depth)."""
+        vals = [str(ERR_BOUNDS), str(site), str(operand), str(dim), lo, hi]
+        for k, v in enumerate(vals):
+            p = self.b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
+            self.b.emit(f"store i64 {v}, ptr {p}, align 8")
+        for k, name in enumerate(ctx.names[:STATUS_WORDS - STATUS_LOOPS]):
+            p = self.b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_LOOPS + k}")
+            self.b.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
+        self.b.br("fail_exit")
+        self.b.block(self.b.new_label("dead"))
+
+    def check_bounds(self, instr: ir.Instr, ctx: _Ctx, accesses, shape_of) -> str | None:
+        """Range check of every access at instruction entry. Returns an i1 'needs per-element checks'
+        flag for masked instructions (None when none can be needed), and fails otherwise."""
+        site = self.site(instr, ctx)
+        slow = None
+        for k, acc in enumerate(accesses):
+            if not isinstance(acc, ir.Access):
+                continue
+            buf = self.bufs[acc.buffer]
+            shape = acc.shape
+            ext = {axis_var(a): n for a, n in enumerate(shape)}
+            for d, e in enumerate(acc.index):
+                base = Affine(e.const, tuple((v, c) for v, c in e.terms if not v.startswith("@")))
+                lo_off = sum(min(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
+                hi_off = sum(max(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
+                bv = self.affine(base, ctx.env)
+                lo = self.b.op(f"add nsw i64 {bv}, {lo_off}")
+                hi = self.b.op(f"add nsw i64 {bv}, {hi_off}")
+                bad_lo = self.b.op(f"icmp slt i64 {lo}, 0")
+                bad_hi = self.b.op(f"icmp sge i64 {hi}, {buf.shape[d]}")
+                bad = self.b.op(f"or i1 {bad_lo}, {bad_hi}")
+                if instr.mask is None:
+                    with self.b.if_(bad, "oob"):
+                        self.fail(site, ctx, k, d, lo, hi)
+                else:
+                    slow = bad if slow is None else self.b.op(f"or i1 {slow}, {bad}")
+        self._last_site = site
+        return slow
+
+    def check_element(self, slow: str | None, live: str | None, ctx: _Ctx, env: dict, accesses) -> None:
+        """Per-element bounds check of masked-in elements (only runs when `slow` is true)."""
+        if slow is None:
+            return
+        cond = slow if live is None else self.b.op(f"and i1 {slow}, {live}")
+        with self.b.if_(cond, "ec"):
+            for k, acc in enumerate(accesses):
+                if not isinstance(acc, ir.Access):
+                    continue
+                buf = self.bufs[acc.buffer]
+                for d, e in enumerate(acc.index):
+                    v = self.affine(e, env)
+                    bad_lo = self.b.op(f"icmp slt i64 {v}, 0")
+                    bad_hi = self.b.op(f"icmp sge i64 {v}, {buf.shape[d]}")
+                    bad = self.b.op(f"or i1 {bad_lo}, {bad_hi}")
+                    with self.b.if_(bad, "eoob"):
+                        self.fail(self._last_site, ctx, k, d, v, v)
+
+    # ---------------------------------------------------------------- kernel structure
+    def run_nodes(self, nodes, ctx: _Ctx) -> None:
+        for n in nodes:
+            if isinstance(n, ir.Loop):
+                with self.b.loop(n.trip, "l") as i:
+                    inner = _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var])
+                    self.run_nodes(n.body, inner)
+            else:
+                rule = OPS[n.op].rules.get("llvm")
+                if rule is None:
+                    raise NotImplementedError(f"no llvm rule for op {n.op}")
+                rule(self, n, ctx)
+
+    def generate(self) -> Generated:
+        b = self.b
+        x86 = platform.machine().lower() in ("x86_64", "amd64")
+        if x86:
+            self.declare("declare void @llvm.x86.sse.stmxcsr(ptr)")
+            self.declare("declare void @llvm.x86.sse.ldmxcsr(ptr)")
+            b.emit("%mxcsr.saved = alloca i32, align 4")
+            b.emit("%mxcsr.new = alloca i32, align 4")
+            b.emit("call void @llvm.x86.sse.stmxcsr(ptr %mxcsr.saved)")
+            b.emit("store i32 8064, ptr %mxcsr.new, align 4")       # 0x1F80: masked, RNE, no FTZ/DAZ
+            b.emit("call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.new)")
+        for k, name in enumerate(self.arg_buffers):
+            p = b.op(f"getelementptr inbounds ptr, ptr %args, i64 {k}")
+            self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
+        for name, off in self.offsets.items():
+            self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
+        grid = self.k.grid or ()
+        with contextlib.ExitStack() as stack:
+            env, names = {}, []
+            for g, n in enumerate(grid):
+                env[f"pid{g}"] = stack.enter_context(b.loop(n, "g"))
+                names.append(f"pid{g}")
+            self.run_nodes(self.k.body, _Ctx(env, names))
+        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if x86 else ""
+        body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
+        text = ["; nki_lite kernel " + self.k.name,
+                "define i32 @nkl_kernel(ptr noalias %args, ptr noalias %arena, ptr noalias %status, ptr %print_cb) {",
+                body,
+                restore + "  ret i32 0",
+                "fail_exit:",
+                restore + "  ret i32 1",
+                "}", ""]
+        text += sorted(self.declares)
+        text += list(self.functions.values())
+        return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),
+                         tuple(self.site_names), self.needs_print)
+
+
+def _align(n: int, a: int = 64) -> int:
+    return (n + a - 1) // a * a
+
+
+def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
+    """Bytes of per-instruction scratch (fp32 matmul accumulators, two-phase temporaries)."""
+    from .rules_common import scratch_bytes
+    return scratch_bytes(kernel, instr)
+
+
+def generate(kernel: ir.Kernel, debug: bool = False) -> Generated:
+    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    return Emitter(kernel, debug).generate()

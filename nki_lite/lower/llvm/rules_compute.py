@@ -1,0 +1,206 @@
+"""llvm rules for arithmetic: activation, tensor_tensor, tensor_scalar, scalar_tensor_tensor, select,
+affine_select, tensor_tensor_scan, nc_matmul (mirrors runtime/interpret_rules*.py step for step)."""
+from __future__ import annotations
+
+import contextlib
+
+from .. import ir
+from ..affine import axis_var
+from ..ops import rule
+from . import mathlib as ML
+from .irbuilder import f32
+from .rules_common import alu_op, alu_rev, domain, elementwise
+
+
+def _width(em, instr) -> int:
+    from ...lang import dtypes as D
+    return D.INFO[em.dtype(instr.out)].bits
+
+
+def _finish(em, dst, val, dom):
+    """Canonicalise (f32) and convert to the destination's storage."""
+    dt = em.dtype(dst)
+    return em.from_i64(val, dt) if dom == "i64" else em.from_f32(em.canon(val), dt)
+
+
+@rule("llvm", "activation")
+def _activation(em, instr, ctx):
+    dst = instr.out
+    ins = list(instr.ins)
+    func = instr.attr("func")
+    data = ins.pop(0)
+    scale_acc = ins.pop(0) if instr.attr("scale") == "tile" else None
+    bias_acc = ins.pop(0) if instr.attr("bias") == "tile" else None
+    scale = instr.attr("scale")
+
+    def value(env):
+        B = em.b
+        x = em.operand(data, env, "f32")
+        if scale_acc is not None:
+            x = B.op(f"fmul float {x}, {em.operand(scale_acc, env, 'f32')}")
+        elif scale is not None:
+            x = B.op(f"fmul float {x}, {f32(scale)}")
+        if bias_acc is not None:
+            x = B.op(f"fadd float {x}, {em.operand(bias_acc, env, 'f32')}")
+        if func == "copy":
+            y = x
+        elif func == "negative":
+            y = B.op(f"fneg float {x}")
+        else:
+            y = B.op(f"call float @{em.use(ML.function(func, 1))}(float {x})")
+        y = em.canon(y)
+        em.row_value = y
+        return em.from_f32(y, em.dtype(dst))
+    elementwise(em, instr, ctx, tuple(instr.ins), value, reduce_op=instr.attr("reduce_op"))
+
+
+@rule("llvm", "tensor_tensor")
+def _tensor_tensor(em, instr, ctx):
+    from ...numerics import alu
+    op = instr.attr("op")
+    dom = domain(em, instr.ins, instr.outs) if op in alu.INT else "f32"
+    a, b = instr.ins
+
+    def value(env):
+        r = alu_op(em, op, em.operand(a, env, dom), em.operand(b, env, dom), dom, _width(em, instr))
+        return _finish(em, instr.out, r, dom)
+    elementwise(em, instr, ctx, instr.ins, value)
+
+
+def _chain(em, instr, ctx, n_ops: int):
+    from ...numerics import alu
+    ops = [instr.attr(f"op{k}") for k in range(n_ops) if instr.attr(f"op{k}")]
+    dom = domain(em, instr.ins, instr.outs[:1]) if all(o in alu.INT for o in ops) else "f32"
+
+    def value(env):
+        x = em.operand(instr.ins[0], env, dom)
+        for k, op in enumerate(ops):
+            s = em.operand(instr.ins[1 + k], env, dom)
+            x = alu_rev(em, op, x, s, dom, bool(instr.attr(f"reverse{k}")), _width(em, instr))
+        em.row_value = x if dom == "f32" else None
+        return _finish(em, instr.out, x, dom)
+    elementwise(em, instr, ctx, instr.ins, value, reduce_op=instr.attr("reduce_op"))
+
+
+@rule("llvm", "tensor_scalar")
+def _tensor_scalar(em, instr, ctx):
+    _chain(em, instr, ctx, 2)
+
+
+@rule("llvm", "scalar_tensor_tensor")
+def _stt(em, instr, ctx):
+    _chain(em, instr, ctx, 2)
+
+
+@rule("llvm", "select")
+def _select(em, instr, ctx):
+    c_acc, a, b = instr.ins
+    dom = domain(em, (a, b), instr.outs)
+
+    def value(env):
+        c = em.b.op(f"fcmp une float {em.operand(c_acc, env, 'f32')}, 0.0")
+        ty = "i64" if dom == "i64" else "float"
+        r = em.b.op(f"select i1 {c}, {ty} {em.operand(a, env, dom)}, {ty} {em.operand(b, env, dom)}")
+        return _finish(em, instr.out, r, dom)
+    elementwise(em, instr, ctx, instr.ins, value)
+
+
+@rule("llvm", "affine_select")
+def _affine_select(em, instr, ctx):
+    data, imm = instr.ins
+    pred = instr.attr("pred")
+
+    def value(env):
+        p = em.mask_value(pred, env)
+        x = em.operand(data, env, "f32")
+        r = em.b.op(f"select i1 {p}, float {x}, float {f32(imm.value)}")
+        return _finish(em, instr.out, r, "f32")
+    elementwise(em, instr, ctx, (data,), value)
+
+
+@rule("llvm", "tensor_tensor_scan")
+def _scan(em, instr, ctx):
+    """Sequential along the free axis per partition; masked-off positions pass the carry through."""
+    B = em.b
+    dst = instr.out
+    a, b, init = instr.ins
+    op0, op1 = instr.attr("op0"), instr.attr("op1")
+    r0, r1 = bool(instr.attr("reverse0")), bool(instr.attr("reverse1"))
+    accesses = (dst, a, b) + ((init,) if isinstance(init, ir.Access) else ())
+    slow = em.check_bounds(instr, ctx, accesses, None)
+    carry = em.entry_alloca("float", "carry")
+    P, F = dst.shape
+    with B.loop(P, "sp") if P > 1 else contextlib.nullcontext("0") as p:
+        env0 = {**ctx.env, axis_var(0): p}
+        if isinstance(init, ir.Imm):
+            iv = f32(init.value)
+        else:
+            iv = em.operand(init, {**env0, axis_var(1): "0"}, "f32")
+        B.emit(f"store float {iv}, ptr {carry}, align 4")
+        with B.loop(F, "sj") if F > 1 else contextlib.nullcontext("0") as j:
+            env = {**env0, axis_var(1): j}
+            live = em.mask_value(instr.mask, env)
+            em.check_element(slow, live, ctx, env, (dst, a, b))
+            with (B.if_(live, "sm") if live is not None else contextlib.nullcontext()):
+                prev = B.op(f"load float, ptr {carry}, align 4")
+                x = alu_rev(em, op0, em.operand(a, env, "f32"), prev, "f32", r0)
+                x = alu_rev(em, op1, x, em.operand(b, env, "f32"), "f32", r1)
+                B.emit(f"store float {x}, ptr {carry}, align 4")
+                em.store_raw(dst, env, _finish(em, dst, x, "f32"))
+
+
+@rule("llvm", "nc_matmul")
+def _matmul(em, instr, ctx):
+    """acc[m,n] starts at the PSUM value (accumulate) or the first product, then adds products in
+    k order (fused multiply-add for fp32 inputs); finally canonicalise and store."""
+    B = em.b
+    dst = instr.out
+    s_acc, m_acc = instr.ins
+    K, M = s_acc.shape
+    N = m_acc.shape[1]
+    em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
+    fused = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
+    acc_base = em.scratch_ptr()
+    if fused:
+        em.declare("declare float @llvm.fma.f32(float, float, float)")
+
+    def acc_ptr(m, n):
+        off = B.op(f"mul nsw i64 {m}, {N}")
+        off = B.op(f"add nsw i64 {off}, {n}")
+        return B.op(f"getelementptr inbounds float, ptr {acc_base}, i64 {off}")
+
+    def sval(k, m):
+        return em.operand(s_acc, {**ctx.env, axis_var(0): k, axis_var(1): m}, "f32")
+
+    def mval(k, n):
+        return em.operand(m_acc, {**ctx.env, axis_var(0): k, axis_var(1): n}, "f32")
+
+    accumulate = bool(instr.attr("accumulate"))
+    with B.loop(M, "mm") as m:
+        sv0 = None if accumulate else sval("0", m)
+        with B.loop(N, "mn") as n:
+            if accumulate:
+                v = em.operand(dst, {**ctx.env, axis_var(0): m, axis_var(1): n}, "f32")
+            else:
+                v = B.op(f"fmul float {sv0}, {mval('0', n)}")
+            B.emit(f"store float {v}, ptr {acc_ptr(m, n)}, align 4")
+    start = 0 if accumulate else 1
+    if K > start:
+        with B.loop(K - start, "mk") as k0:
+            k = B.op(f"add nsw i64 {k0}, {start}")
+            with B.loop(M, "mm") as m:
+                sv = sval(k, m)
+                with B.loop(N, "mn") as n:
+                    q = acc_ptr(m, n)
+                    old = B.op(f"load float, ptr {q}, align 4")
+                    mv = mval(k, n)
+                    if fused:
+                        new = B.op(f"call float @llvm.fma.f32(float {sv}, float {mv}, float {old})")
+                    else:
+                        prod = B.op(f"fmul float {sv}, {mv}")
+                        new = B.op(f"fadd float {old}, {prod}")
+                    B.emit(f"store float {new}, ptr {q}, align 4")
+    with B.loop(M, "mm") as m:
+        with B.loop(N, "mn") as n:
+            v = B.op(f"load float, ptr {acc_ptr(m, n)}, align 4")
+            em.store_raw(dst, {**ctx.env, axis_var(0): m, axis_var(1): n}, _finish(em, dst, v, "f32"))

@@ -1,0 +1,143 @@
+"""llvm rules for data movement and fills: alloc, dma_copy, tensor_copy, transpose, memset, iota,
+copy_predicated, device_print (mirrors runtime/interpret_rules*.py)."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ...lang import dtypes as D
+from ...numerics.convert import round_to
+from ...runtime.interpreter import SENTINEL
+from .. import ir
+from ..affine import Affine, axis_var
+from ..ops import rule
+from .irbuilder import f32
+from .rules_common import elementwise
+
+
+def _const_bits(value: np.ndarray, dtype: str) -> str:
+    """LLVM constant of a storage value (as stored bits)."""
+    arr = np.asarray(value).reshape(1)
+    ty = D.storage(dtype)
+    if dtype in ("float32", "tfloat32"):
+        from .irbuilder import f32_bits
+        return f32_bits(int(arr.astype(np.float32).view(np.uint32)[0]))
+    bits = arr.astype(ty).view(np.dtype(f"u{ty.itemsize}"))[0]
+    width = ty.itemsize * 8
+    v = int(bits)
+    return str(v - (1 << width) if v >= 1 << (width - 1) else v)
+
+
+def uninit_bits(dtype: str) -> str:
+    info = D.INFO[dtype]
+    if info.kind == "f":
+        return _const_bits(round_to(np.array([np.nan], np.float32), dtype), dtype)
+    if info.kind == "b":
+        return "1"
+    return _const_bits(np.array([SENTINEL[dtype]]).astype(info.storage), dtype)
+
+
+@rule("llvm", "alloc")
+def _alloc(em, instr, ctx):
+    if not em.debug:
+        return
+    buf = em.bufs[instr.out.buffer]
+    ty = em.storage(buf.name)
+    val = uninit_bits(buf.dtype)
+    base = em.base_ptr(buf.name)
+    with em.b.loop(buf.size, "f") as i:
+        q = em.b.op(f"getelementptr inbounds {ty}, ptr {base}, i64 {i}")
+        em.b.emit(f"store {ty} {val}, ptr {q}, align {D.itemsize(buf.dtype)}")
+
+
+def _move(em, instr, ctx, src: ir.Access):
+    dst = instr.out
+    sdt, ddt = em.dtype(src), em.dtype(dst)
+    elementwise(em, instr, ctx, (src,), lambda env: em.convert_raw(em.load_raw(src, env), sdt, ddt))
+
+
+@rule("llvm", "dma_copy")
+def _dma(em, instr, ctx):
+    _move(em, instr, ctx, instr.ins[0])
+
+
+@rule("llvm", "tensor_copy")
+def _copy(em, instr, ctx):
+    _move(em, instr, ctx, instr.ins[0])
+
+
+def transposed(src: ir.Access) -> ir.Access:
+    swap = {axis_var(0): Affine.var(axis_var(1)), axis_var(1): Affine.var(axis_var(0))}
+    return ir.Access(src.buffer, tuple(e.subst(swap) for e in src.index), (src.shape[1], src.shape[0]))
+
+
+@rule("llvm", "transpose")
+def _transpose(em, instr, ctx):
+    _move(em, instr, ctx, transposed(instr.ins[0]))
+
+
+@rule("llvm", "memset")
+def _memset(em, instr, ctx):
+    imm = instr.ins[0]
+    dt = em.dtype(instr.out)
+    src = np.array([imm.value], dtype=np.int64 if D.INFO[imm.dtype].is_int else np.float32)
+    val = _const_bits(round_to(src, dt), dt)
+    elementwise(em, instr, ctx, (), lambda env: val)
+
+
+@rule("llvm", "iota")
+def _iota(em, instr, ctx):
+    dt = em.dtype(instr.out)
+    expr = instr.attr("expr")
+    elementwise(em, instr, ctx, (), lambda env: em.from_i64(em.affine(expr, env), dt))
+
+
+@rule("llvm", "copy_predicated")
+def _copy_predicated(em, instr, ctx):
+    src, pred, old = instr.ins
+    dst = instr.out
+    ddt = em.dtype(dst)
+    B = em.b
+
+    def value(env):
+        pv = em.operand(pred, env, "f32")
+        c = B.op(f"fcmp une float {pv}, 0.0")
+        if instr.attr("reverse_pred"):
+            c = B.op(f"xor i1 {c}, true")
+        oldv = em.load_raw(old, env)
+        if isinstance(src, ir.Imm):
+            arr = np.array([src.value], dtype=np.int64 if isinstance(src.value, int) else np.float32)
+            new = _const_bits(round_to(arr, ddt), ddt)
+        else:
+            raw = em.load_raw(src, env)
+            new = raw if em.dtype(src) == ddt else em.from_f32(em.to_f32(raw, em.dtype(src)), ddt)
+        return B.op(f"select i1 {c}, {em.storage(dst.buffer)} {new}, {em.storage(dst.buffer)} {oldv}")
+    elementwise(em, instr, ctx, (src, pred, old), value)
+
+
+@rule("llvm", "device_print")
+def _device_print(em, instr, ctx):
+    """Copy the tile (masked-off elements as 0) to scratch and call back into Python."""
+    src = instr.ins[0]
+    B = em.b
+    site = em.site(instr, ctx)
+    em.check_bounds(instr, ctx, (src,), None)
+    ty = em.storage(src.buffer)
+    item = D.itemsize(em.dtype(src))
+    from .rules_common import flat_axes
+    flat = flat_axes(src.shape, 0, None)
+    with em.elements(src.shape, ctx.env) as env:
+        live = em.mask_value(instr.mask, env)
+        q = B.op(f"getelementptr inbounds {ty}, ptr {em.scratch_ptr()}, i64 {em.affine(flat, env)}")
+        if live is None:
+            B.emit(f"store {ty} {em.load_raw(src, env)}, ptr {q}, align {item}")
+        else:
+            B.emit(f"store {ty} {'0.0' if ty == 'float' else '0'}, ptr {q}, align {item}")
+            with B.if_(live, "pm"):
+                B.emit(f"store {ty} {em.load_raw(src, env)}, ptr {q}, align {item}")
+    for k, name in enumerate(ctx.names[:24]):
+        p = B.op(f"getelementptr inbounds i64, ptr %status, i64 {6 + k}")
+        B.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
+    B.emit(f"call void %print_cb(i64 {site}, ptr {em.scratch_ptr()})")
+    em.needs_print = True

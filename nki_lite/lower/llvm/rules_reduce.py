@@ -1,0 +1,288 @@
+"""llvm rules for reductions and per-partition statistics: tensor_reduce, bn_stats, bn_aggr, max8,
+find_index8 (mirrors runtime/interpret_rules*.py; masked-off elements are skipped = identity)."""
+from __future__ import annotations
+
+import contextlib
+
+from ...numerics import alu
+from .. import ir
+from ..affine import Affine, axis_var
+from ..ops import rule
+from .irbuilder import f32
+from .rules_common import LANES, Lanes, alu_op, domain, flat_axes, identity
+
+
+def _finish(em, dst, val, dom):
+    dt = em.dtype(dst)
+    return em.from_i64(val, dt) if dom == "i64" else em.from_f32(em.canon(val), dt)
+
+
+def _unflatten(em, flat: str, shape, start: int, env: dict) -> dict:
+    """env with axis vars start.. of `shape` set from a row-major linear index (udiv/urem)."""
+    out = dict(env)
+    rem = flat
+    for a in range(start, len(shape)):
+        stride = 1
+        for s in shape[a + 1:]:
+            stride *= s
+        if stride == 1:
+            out[axis_var(a)] = rem
+        else:
+            out[axis_var(a)] = em.b.op(f"udiv i64 {rem}, {stride}")
+            rem = em.b.op(f"urem i64 {rem}, {stride}")
+    return out
+
+
+@contextlib.contextmanager
+def _per_partition(em, P: int, env: dict):
+    with em.b.loop(P, "rp") if P > 1 else contextlib.nullcontext("0") as p:
+        yield {**env, axis_var(0): p}
+
+
+@rule("llvm", "tensor_reduce")
+def _tensor_reduce(em, instr, ctx):
+    B = em.b
+    dst, src = instr.out, instr.ins[0]
+    op, axes = instr.attr("op"), instr.attr("axes")
+    dom = domain(em, (src,), (dst,)) if op in alu.INT else "f32"
+    slow = em.check_bounds(instr, ctx, (dst, src), None)
+    kept = [a for a in range(len(src.shape)) if a not in axes]
+    lanes = Lanes(em, op) if dom == "f32" else None
+    iacc = em.entry_alloca("i64", "racc") if dom == "i64" else None
+    anyl = em.entry_alloca("i1", "any") if instr.mask is not None else None
+    # reduced elements in row-major order over the reduced axes
+    red_shape = [src.shape[a] for a in axes]
+    k_expr, stride = Affine(0), 1
+    for a in reversed(axes):
+        k_expr = k_expr + Affine.var(axis_var(a), stride)
+        stride *= src.shape[a]
+    with contextlib.ExitStack() as outer:
+        env = dict(ctx.env)
+        for a in kept:
+            env[axis_var(a)] = outer.enter_context(B.loop(src.shape[a], f"rk{a}_")) if src.shape[a] > 1 else "0"
+        if lanes:
+            lanes.reset()
+        else:
+            B.emit(f"store i64 {identity(op, 'i64')}, ptr {iacc}, align 8")
+        if anyl:
+            B.emit(f"store i1 false, ptr {anyl}, align 1")
+        with contextlib.ExitStack() as inner:
+            ienv = dict(env)
+            for a, n in zip(axes, red_shape):
+                ienv[axis_var(a)] = inner.enter_context(B.loop(n, f"rr{a}_")) if n > 1 else "0"
+            live = em.mask_value(instr.mask, ienv)
+            em.check_element(slow, live, ctx, ienv, (src,))
+            with (B.if_(live, "rm") if live is not None else contextlib.nullcontext()):
+                x = em.operand(src, ienv, dom)
+                if lanes:
+                    lanes.add(em.affine(k_expr, ienv), x)
+                else:
+                    old = B.op(f"load i64, ptr {iacc}, align 8")
+                    B.emit(f"store i64 {alu_op(em, op, old, x, 'i64')}, ptr {iacc}, align 8")
+                if anyl:
+                    B.emit(f"store i1 true, ptr {anyl}, align 1")
+        r = lanes.combine() if lanes else B.op(f"load i64, ptr {iacc}, align 8")
+        if instr.attr("negate"):
+            r = B.op(f"fneg float {r}") if lanes else B.op(f"sub i64 0, {r}")
+        denv = {**env, **{axis_var(a): "0" for a in axes}}
+        write = B.op(f"load i1, ptr {anyl}, align 1") if anyl else None
+        with (B.if_(write, "rw") if write is not None else contextlib.nullcontext()):
+            em.store_raw(dst, denv, _finish(em, dst, r, dom))
+
+
+def _free_elements(em, src: ir.Access, env: dict):
+    """Loop over the free elements of a partition row in row-major order; yields (flat, env)."""
+    n = 1
+    for s in src.shape[1:]:
+        n *= s
+    return n
+
+
+@rule("llvm", "bn_stats")
+def _bn_stats(em, instr, ctx):
+    B = em.b
+    dst, src = instr.out, instr.ins[0]
+    slow = em.check_bounds(instr, ctx, (dst, src), None)
+    lanes = [Lanes(em, "add", "bn0"), Lanes(em, "add", "bn1")]
+    cnt = [em.entry_alloca("float", "cnt0"), em.entry_alloca("float", "cnt1")]
+    flat_e = flat_axes(src.shape, 1, None)
+
+    def sweep(penv, body):
+        with em.elements(src.shape, penv, start=1) as env:
+            live = em.mask_value(instr.mask, env)
+            em.check_element(slow, live, ctx, env, (src,))
+            with (B.if_(live, "bm") if live is not None else contextlib.nullcontext()):
+                f = em.affine(flat_e, env)
+                par = B.op(f"and i64 {f}, 1")
+                g = B.op(f"lshr i64 {f}, 1")
+                odd = B.op(f"icmp ne i64 {par}, 0")
+                body(env, odd, g)
+
+    def add_lane(odd, g, val):
+        lane = B.op(f"and i64 {g}, {LANES - 1}")
+        base = B.op(f"select i1 {odd}, ptr {lanes[1].ptr}, ptr {lanes[0].ptr}")
+        p = B.op(f"getelementptr inbounds [{LANES} x float], ptr {base}, i64 0, i64 {lane}")
+        old = B.op(f"load float, ptr {p}, align 4")
+        B.emit(f"store float {B.op(f'fadd float {old}, {val}')}, ptr {p}, align 4")
+
+    with _per_partition(em, src.shape[0], ctx.env) as penv:
+        for L, c in zip(lanes, cnt):
+            L.reset()
+            B.emit(f"store float 0.0, ptr {c}, align 4")
+
+        def pass1(env, odd, g):
+            add_lane(odd, g, em.operand(src, env, "f32"))
+            cp = B.op(f"select i1 {odd}, ptr {cnt[1]}, ptr {cnt[0]}")
+            old = B.op(f"load float, ptr {cp}, align 4")
+            B.emit(f"store float {B.op(f'fadd float {old}, 1.0')}, ptr {cp}, align 4")
+        sweep(penv, pass1)
+        counts = [B.op(f"load float, ptr {c}, align 4") for c in cnt]
+        means = []
+        for L, c in zip(lanes, counts):
+            s = L.combine()
+            q = B.op(f"fdiv float {s}, {c}")
+            pos = B.op(f"fcmp ogt float {c}, 0.0")
+            means.append(B.op(f"select i1 {pos}, float {q}, float 0.0"))
+        for L in lanes:
+            L.reset()
+
+        def pass2(env, odd, g):
+            mu = B.op(f"select i1 {odd}, float {means[1]}, float {means[0]}")
+            d = B.op(f"fsub float {em.operand(src, env, 'f32')}, {mu}")
+            add_lane(odd, g, B.op(f"fmul float {d}, {d}"))
+        sweep(penv, pass2)
+        outs = []
+        for L, c, mu in zip(lanes, counts, means):
+            m2 = L.combine()
+            pos = B.op(f"fcmp ogt float {c}, 0.0")
+            outs += [c, mu, B.op(f"select i1 {pos}, float {m2}, float 0.0")]
+        for j, v in enumerate(outs):
+            em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
+
+
+@rule("llvm", "bn_aggr")
+def _bn_aggr(em, instr, ctx):
+    B = em.b
+    dst, src = instr.out, instr.ins[0]
+    slow = em.check_bounds(instr, ctx, (dst, src), None)
+    n_free = _free_elements(em, src, ctx.env)
+    st = {k: em.entry_alloca("float", k) for k in ("na", "ma", "m2a")}
+    with _per_partition(em, src.shape[0], ctx.env) as penv:
+        for k in st:
+            B.emit(f"store float 0.0, ptr {st[k]}, align 4")
+        with B.loop(n_free // 3, "ba") as t:
+            vals = []
+            for j in range(3):
+                f = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {t}, 3')}, {j}")
+                env = _unflatten(em, f, src.shape, 1, penv)
+                live = em.mask_value(instr.mask, env)
+                em.check_element(slow, live, ctx, env, (src,))
+                x = em.operand(src, env, "f32") if live is None else None
+                if live is not None:
+                    cell = em.entry_alloca("float", "bv")
+                    B.emit(f"store float 0.0, ptr {cell}, align 4")
+                    with B.if_(live, "bl"):
+                        B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {cell}, align 4")
+                    x = B.op(f"load float, ptr {cell}, align 4")
+                vals.append(x)
+            nb, mb, m2b = vals
+            na = B.op(f"load float, ptr {st['na']}, align 4")
+            ma = B.op(f"load float, ptr {st['ma']}, align 4")
+            m2a = B.op(f"load float, ptr {st['m2a']}, align 4")
+            n = B.op(f"fadd float {na}, {nb}")
+            d = B.op(f"fsub float {mb}, {ma}")
+            take = B.op(f"fcmp ogt float {nb}, 0.0")
+            frac = B.op(f"fdiv float {nb}, {n}")
+            w = B.op(f"fdiv float {B.op(f'fmul float {na}, {nb}')}, {n}")
+            ma2 = B.op(f"fadd float {ma}, {B.op(f'fmul float {d}, {frac}')}")
+            dd = B.op(f"fmul float {d}, {d}")
+            m2n = B.op(f"fadd float {B.op(f'fadd float {m2a}, {m2b}')}, {B.op(f'fmul float {dd}, {w}')}")
+            for key, new, old in (("ma", ma2, ma), ("m2a", m2n, m2a), ("na", n, na)):
+                B.emit(f"store float {B.op(f'select i1 {take}, float {new}, float {old}')}, ptr {st[key]}, align 4")
+        na = B.op(f"load float, ptr {st['na']}, align 4")
+        ma = B.op(f"load float, ptr {st['ma']}, align 4")
+        m2a = B.op(f"load float, ptr {st['m2a']}, align 4")
+        pos = B.op(f"fcmp ogt float {na}, 0.0")
+        var = B.op(f"select i1 {pos}, float {B.op(f'fdiv float {m2a}, {na}')}, float 0x7FF8000000000000")
+        for j, v in enumerate((ma, var)):
+            em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
+
+
+@rule("llvm", "max8")
+def _max8(em, instr, ctx):
+    """Stable insertion into a descending top-8 by key (NaN keys as +inf); masked-off = -inf."""
+    B = em.b
+    dst, src = instr.out, instr.ins[0]
+    slow = em.check_bounds(instr, ctx, (dst, src), None)
+    keys = em.entry_alloca("[8 x float]", "k8")
+    vals = em.entry_alloca("[8 x float]", "v8")
+    filled = em.entry_alloca("i64", "n8")
+
+    def cell(arr, i):
+        return B.op(f"getelementptr inbounds [8 x float], ptr {arr}, i64 0, i64 {i}")
+
+    with _per_partition(em, src.shape[0], ctx.env) as penv:
+        B.emit(f"store i64 0, ptr {filled}, align 8")
+        with em.elements(src.shape, penv, start=1) as env:
+            live = em.mask_value(instr.mask, env)
+            em.check_element(slow, live, ctx, env, (src,))
+            if live is None:
+                x = em.operand(src, env, "f32")
+            else:
+                tmp = em.entry_alloca("float", "mx")
+                B.emit(f"store float 0xFFF0000000000000, ptr {tmp}, align 4")
+                with B.if_(live, "xm"):
+                    B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {tmp}, align 4")
+                x = B.op(f"load float, ptr {tmp}, align 4")
+            isnan = B.op(f"fcmp uno float {x}, 0.0")
+            ck = B.op(f"select i1 {isnan}, float 0x7FF0000000000000, float {x}")
+            cv = x
+            nf = B.op(f"load i64, ptr {filled}, align 8")
+            for i in range(8):
+                pk, pv = cell(keys, i), cell(vals, i)
+                ok_, ov = B.op(f"load float, ptr {pk}, align 4"), B.op(f"load float, ptr {pv}, align 4")
+                empty = B.op(f"icmp sle i64 {nf}, {i}")
+                less = B.op(f"fcmp olt float {ok_}, {ck}")
+                sw = B.op(f"or i1 {empty}, {less}")
+                B.emit(f"store float {B.op(f'select i1 {sw}, float {ck}, float {ok_}')}, ptr {pk}, align 4")
+                B.emit(f"store float {B.op(f'select i1 {sw}, float {cv}, float {ov}')}, ptr {pv}, align 4")
+                ck = B.op(f"select i1 {sw}, float {ok_}, float {ck}")
+                cv = B.op(f"select i1 {sw}, float {ov}, float {cv}")
+            B.emit(f"store i64 {B.op(f'add nsw i64 {nf}, 1')}, ptr {filled}, align 8")
+        for i in range(8):
+            v = B.op(f"load float, ptr {cell(vals, i)}, align 4")
+            em.store_raw(dst, {**penv, axis_var(1): str(i)}, _finish(em, dst, v, "f32"))
+
+
+@rule("llvm", "find_index8")
+def _find_index8(em, instr, ctx):
+    B = em.b
+    dst = instr.out
+    src, vacc = instr.ins
+    slow = em.check_bounds(instr, ctx, (dst, src, vacc), None)
+    res = em.entry_alloca("[8 x i64]", "fi")
+    flat_e = flat_axes(src.shape, 1, None)
+    with _per_partition(em, src.shape[0], ctx.env) as penv:
+        wanted = []
+        for j in range(8):
+            venv = _unflatten(em, str(j), vacc.shape, 1, penv)
+            wanted.append(em.operand(vacc, venv, "f32"))
+            p = B.op(f"getelementptr inbounds [8 x i64], ptr {res}, i64 0, i64 {j}")
+            B.emit(f"store i64 {0xFFFFFFFF}, ptr {p}, align 8")
+        with em.elements(src.shape, penv, start=1) as env:
+            live = em.mask_value(instr.mask, env)
+            em.check_element(slow, live, ctx, env, (src,))
+            with (B.if_(live, "fm") if live is not None else contextlib.nullcontext()):
+                x = em.operand(src, env, "f32")
+                f = em.affine(flat_e, env)
+                for j in range(8):
+                    p = B.op(f"getelementptr inbounds [8 x i64], ptr {res}, i64 0, i64 {j}")
+                    old = B.op(f"load i64, ptr {p}, align 8")
+                    eq = B.op(f"fcmp oeq float {x}, {wanted[j]}")
+                    unset = B.op(f"icmp eq i64 {old}, {0xFFFFFFFF}")
+                    take = B.op(f"and i1 {eq}, {unset}")
+                    B.emit(f"store i64 {B.op(f'select i1 {take}, i64 {f}, i64 {old}')}, ptr {p}, align 8")
+        for j in range(8):
+            p = B.op(f"getelementptr inbounds [8 x i64], ptr {res}, i64 0, i64 {j}")
+            v = B.op(f"load i64, ptr {p}, align 8")
+            em.store_raw(dst, {**penv, axis_var(1): str(j)}, em.from_i64(v, em.dtype(dst)))

@@ -48,11 +48,6 @@ def random_bits_f32(seed, shape):
     return rng_of(seed).integers(0, 1 << 32, size=shape, dtype=np.uint64).astype(np.uint32).view(F32)
 
 
-def out_of(x, dt):
-    """The numpy dtype of kernel outputs of dtype-name `dt`."""
-    return storage(dt)
-
-
 # =============================================================================== nl.load_transpose2d
 
 @nki.jit
@@ -1177,7 +1172,7 @@ def test_bn_stats_bf16_input_fp32_stats():
 def bn_default_dtype(a):
     mv_out = nl.ndarray((a.shape[0], 2), dtype=a.dtype, buffer=nl.shared_hbm)
     mv = nisa.bn_aggr(nisa.bn_stats(nl.load(a)))
-    assert mv.dtype_name == a.dtype_name if hasattr(a, "dtype_name") else True
+    assert mv.dtype_name == a.dtype_name
     nl.store(mv_out, mv)
     return mv_out
 

@@ -160,6 +160,8 @@ ATAN_P = _coeffs("8.05374449538e-2", "-1.38776856032E-1", "1.99777106478E-1",
 # Helpers
 # ---------------------------------------------------------------------------------------------
 def _prep(x) -> tuple[np.ndarray, tuple]:
+    if getattr(x, "_nkl_symbolic", False):      # lower/llvm/mathlib.py traces these functions into IR
+        return x, x.shape
     a = np.asarray(x)
     if a.dtype != np.float32:
         raise TypeError(f"fp32math functions take float32 arrays, got {a.dtype}")

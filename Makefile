@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q -e '.[test,plot]'
 	touch $@
 
 .PHONY: venv demo test test-slow

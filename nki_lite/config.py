@@ -38,6 +38,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("NKI_LITE_TRACE_CACHE_SIZE", "256", None, "traced kernels kept per kernel (LRU)", int),
     Knob("NKI_LITE_JIT_CACHE_SIZE", "128", None, "compiled kernels kept per process (LRU; evicted code is freed)",
          int),
+    Knob("NKI_LITE_JIT_OPT", "2", ("0", "1", "2", "3"),
+         "LLVM optimisation level of JIT code (results are identical at every level; 2 balances compile time "
+         "and speed)", int),
     Knob("NKI_LITE_DEBUG", "0", None, "JIT debug mode: fill new tiles with NaN like the interpreter", _bool),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),

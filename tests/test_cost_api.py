@@ -143,6 +143,14 @@ def test_benchmark_shim(capsys):
     assert g.benchmark_result.nc_latency.get_latency_percentile(50) > 0
 
 
+def test_benchmark_save_trace_name(tmp_path):
+    k, specs = KERNELS["spmd_add"]
+    path = tmp_path / "bench_trace.json"
+    b = nki.benchmark(warmup=1, iters=1, save_trace_name=str(path))(k())
+    b(*_placeholders(specs))
+    _check_chrome_trace(json.loads(path.read_text()), b.benchmark_result.estimate)
+
+
 def test_profile_shim_writes_files(tmp_path):
     k, specs = KERNELS["rmsnorm"]
     est = nki.profile(working_directory=tmp_path)(k())(*_arrays(specs))

@@ -17,7 +17,7 @@ import nki_lite.typing as nt
 from nki_lite.lang import dtypes as D
 from nki_lite.lower.cost.schedule import Plan, Simulator
 from nki_lite.lower.cost.targets import TARGETS
-from nki_lite.lower.ir import Access, walk
+from nki_lite.lower.ir import walk
 from tests.kernels import matmul_tutorial as MT
 from tests.kernels import tutorial_style as T
 

@@ -94,7 +94,8 @@ def sweep(lo: float, hi: float, n: int, seed: int = 0) -> np.ndarray:
     parts = [np.linspace(lo, hi, n // 2, dtype=np.float64).astype(np.float32)]
     m = n - n // 2
     if lo < 0 < hi:
-        parts += [_bits_between(1e-45, hi, m // 2, rng), -_bits_between(1e-45, -lo, m - m // 2, rng)]
+        parts += [_bits_between(1e-45, hi, m // 2, rng),
+                  -_bits_between(1e-45, -lo, m - m // 2, rng)]
     else:
         parts.append(_bits_between(max(lo, 1e-45), hi, m, rng))
     return np.concatenate(parts)
@@ -328,7 +329,8 @@ def test_deterministic_and_layout_independent():
         a, b = f(base), f(base)
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=name)
         np.testing.assert_array_equal(f(strided).view(np.uint32),
-                                      f(np.ascontiguousarray(strided)).view(np.uint32), err_msg=name)
+                                      f(np.ascontiguousarray(strided)).view(np.uint32),
+                                      err_msg=name)
         np.testing.assert_array_equal(f(fortran).view(np.uint32), a.view(np.uint32), err_msg=name)
         # elementwise: a one-element call gives the same bits as the element of a big call
         np.testing.assert_array_equal(f(base[5, 7:8]).view(np.uint32), a[5, 7:8].view(np.uint32))

@@ -43,14 +43,25 @@ def test_malformed_knob_is_an_argument_error(monkeypatch):
     assert "NKI_LITE_MODE" in str(ei.value) and "interpret" in str(ei.value)
 
 
-def test_mode_is_an_argument_and_jit_says_not_built():
+def test_mode_is_an_argument_not_module_state(monkeypatch):
     @nki.jit(mode="jit")
     def k(x):
-        return None
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.exp(nl.load(x)))
+        return out
 
-    with pytest.raises(errors.UnsupportedError):
-        k(np.zeros((2, 2), np.float32))
-    assert k(np.zeros((2, 2), np.float32), mode="interpret") is None
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    a = k(x)
+    assert k.cache_info()["compiles"] == 1
+    b = k(x, mode="interpret")
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert k.cache_info()["compiles"] == 1          # the interpreter compiled nothing
+    monkeypatch.setenv("NKI_LITE_MODE", "interpret")
+    plain = nki.jit(k.fn)
+    plain(x)
+    assert plain.cache_info()["compiles"] == 0      # the knob, read at call time, chose the interpreter
+    with pytest.raises(errors.ArgumentError):
+        k(x, mode="fast")
 
 
 def test_configuration_doc_is_generated():

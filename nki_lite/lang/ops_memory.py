@@ -79,6 +79,17 @@ def copy_into(dst: Tile, value: Tile, loc, mask=None, engine: str | None = None)
         tr.emit(ir.Instr("tensor_copy", (dst.access,), (src,), attrs(engine=engine or "vector"), mask, loc))
 
 
+def _producer_mask(view: Tile, value: Tile):
+    """`t[...] = op(..., mask=m)`: the copy of op's fresh result inherits m, so masked-off elements
+    of t keep their values whether or not fold_copies later merges the copy into op."""
+    body = current().stack[-1].nodes
+    last = body[-1] if body else None
+    if (isinstance(last, ir.Instr) and last.mask is not None and last.outs and last.outs[0] == value.access
+            and value.shape == view.shape):
+        return last.mask
+    return None
+
+
 def assign(view: Tile, value) -> None:
     tr = current()
     loc = capture_loc(3)
@@ -89,7 +100,7 @@ def assign(view: Tile, value) -> None:
     if isinstance(value, Tile):
         if not (isinstance(value, PendingMatmul) and value.consumed) and value.access == view.access:
             return  # `t[k] += v` already updated the view in place
-        copy_into(view, value, loc)
+        copy_into(view, value, loc, mask=_producer_mask(view, value))
         return
     if isinstance(value, (bool, int, float, np.number)):
         if view.space == ir.Space.HBM:
@@ -183,4 +194,5 @@ def static_cast(input_data, dtype):
     """nl.static_cast: host-side cast of a scalar or array (no tracing)."""
     from .memory import resolve_dtype as _rd
     name = _rd(dtype, capture_loc(2))
-    return np.asarray(input_data).astype(D.to_numpy(name))
+    out = np.asarray(input_data).astype(D.to_numpy(name))
+    return out[()] if out.ndim == 0 else out       # scalars stay scalars (usable as operands)

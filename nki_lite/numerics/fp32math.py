@@ -8,7 +8,10 @@ Contract (docs/numerics_transcendentals.md has the algorithms, accuracy and op s
   sqrt, rint (round half to even), floor, comparisons and selects, integer ops on the bit
   pattern, exact int<->float conversions, and multiplication by exact powers of two built from
   bits. No float64, no libm call, no fused multiply-add (a JIT must not contract a*b+c).
-  The LLVM JIT re-implements exactly the same sequence and must produce identical bits.
+  The LLVM JIT re-implements exactly the same sequence and must produce identical bits (it does
+  so by tracing these functions with symbolic values, lower/llvm/mathlib.py: keep to the numpy
+  surface that tracer supports - operators, np.where/rint/floor/trunc/sqrt/full_like, astype,
+  view).
 - Every path is computed for every element and the result is chosen with selects (no
   data-dependent branching). Lanes that a select will discard are kept finite where that is
   cheap (inputs are clamped/sanitised first), and every float->int conversion sees an in-range
@@ -18,8 +21,9 @@ Contract (docs/numerics_transcendentals.md has the algorithms, accuracy and op s
   `abs` is the one exception: abs(NaN) is +0x7FC00000 (the sign is cleared like every other
   abs result).
 - Overflow gives +-inf; results that are subnormal are produced by gradual underflow with a
-  single final rounding. Subnormal results need FTZ off for that final multiply; everything
-  else is independent of FTZ/DAZ (see the doc for the steps that can see subnormals).
+  single final rounding. The definition assumes FTZ/DAZ off; a flush could only change results
+  that are subnormal or that come from a subnormal input used directly (1/x, tanh(1e-40)), never
+  a normal result through an intermediate subnormal (the doc lists where subnormals appear).
 """
 from __future__ import annotations
 
@@ -122,7 +126,7 @@ GELU_ASYM = _coeffs("-101.67323303222656", "30.030498504638672", "-5.68931961059
                     "1.1929117441177368", "-0.3989178538322449", "0.398942232131958")
 GELU_C0, GELU_C1, GELU_C2 = _c("0.75"), _c("2.25"), _c("3.75")
 GELU_B1, GELU_B2, GELU_B3 = _c("1.5"), _c("3.0"), _c("4.5")
-GELU_CLAMP = _c("16.0")   # |gelu(x)| < 2^-150 for x <= -14.5; Phi(x) rounds to 1 for x >= 5.5
+GELU_CLAMP = _c("16.0")   # results round to -0 below x = -14.36 and to x above x = 5.42
 
 # gelu_apprx_tanh: x * sigmoid(x * (K1 + K2 * x^2)), K1 = 2*sqrt(2/pi), K2 = K1 * 0.044715
 GELU_K1 = _c("1.59576912160573071")

@@ -66,7 +66,7 @@ class CompiledKernel:
         n = len(self.gen.arg_buffers)
         offset = _array_data_offset()
         text = self.gen.text + (_trampoline(n, offset) if offset is not None else "")
-        self.module = T.compile_module(text, f"nkl_{kernel.name}")
+        self.module = T.compile_module(text, f"nkl_{kernel.name}", opt=config.get("NKI_LITE_JIT_OPT"))
         self.timings = self.module.timings
         if offset is not None:
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.py_object] * n), ctypes.c_void_p,
@@ -173,7 +173,7 @@ class _Cache:
         self.compiles = 0
 
     def get(self, kernel: ir.Kernel, debug: bool) -> tuple[CompiledKernel, bool]:
-        key = (ir.format(kernel), tuple(kernel.consts), debug)
+        key = (ir.format(kernel), tuple(kernel.consts), debug, config.get("NKI_LITE_JIT_OPT"))
         with self.lock:
             hit = self.entries.get(key)
             if hit is not None:

@@ -49,6 +49,8 @@ def _const_key(v):
 
 
 def _to_array(name: str, value, loc):
+    if isinstance(value, type):          # dtype classes (np.float16, ml_dtypes.bfloat16) are constants
+        return value
     if isinstance(value, (np.ndarray, TensorSpec)):
         arr = value
     elif hasattr(value, "__dlpack__") and hasattr(value, "device") and "cuda" in str(getattr(value, "device", "")):
@@ -91,7 +93,7 @@ class Kernel:
         self.signature = inspect.signature(fn)
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-        self.stats = {"hits": 0, "misses": 0, "traces": 0}
+        self.stats = {"hits": 0, "misses": 0, "traces": 0, "compiles": 0}
 
     # ---- launch configuration
     def __getitem__(self, grid) -> "Kernel":
@@ -117,13 +119,15 @@ class Kernel:
 
     def resolve_mode(self, mode: str | None = None) -> str:
         m = _LEGACY_MODES.get(mode, mode) or self.mode or config.get("NKI_LITE_MODE")
-        if m == "auto":
-            m = "interpret"
-        if m == "jit":
-            raise errors.make("unsupported", "the LLVM JIT backend is not built yet; use mode='interpret'",
-                              loc=fn_loc(self.fn))
-        if m != "interpret":
+        if m not in ("auto", "interpret", "jit"):
             raise errors.make("argument", f"unknown mode {m!r}; use 'interpret' or 'jit'")
+        if m in ("auto", "jit"):
+            from ..lower.llvm.target import jit_supported
+            if jit_supported():
+                return "jit"
+            _warn_once("jit-unsupported", "the LLVM JIT does not support this platform; running kernels in the "
+                       "numpy interpreter")
+            return "interpret"
         return m
 
     # ---- tracing
@@ -182,13 +186,15 @@ class Kernel:
                                   "needs arrays", loc=fn_loc(self.fn),
                                   hint="use kernel.inspect_ir(...) to trace placeholders")
         kernel = self._traced(bound, self.resolve_target(target))
-        self.resolve_mode(mode)
-        from .interpreter import run
-        inputs = {name: bound.arguments[name] for name in kernel.params}
-        results = run(kernel, inputs)
+        if self.resolve_mode(mode) == "jit":
+            results = self._run_jit(kernel, bound)
+        else:
+            from .interpreter import run
+            inputs = {name: bound.arguments[name] for name in kernel.params}
+            results = run(kernel, inputs)
         for name in kernel.outputs:
             b = kernel.buffer(name)
-            if b.kind == "input" and b.mutable:
+            if b.kind == "input" and b.mutable and results[name] is not bound.arguments[name]:
                 np.copyto(bound.arguments[name], results[name])
         outs = tuple(results[n] for n in kernel.outputs)
         if kernel.return_kind == "none":
@@ -196,6 +202,59 @@ class Kernel:
         if kernel.return_kind == "single":
             return outs[0]
         return outs
+
+
+    # ---- the JIT
+    def _compiled(self, kernel: ir.Kernel):
+        from .jit import compiled_for
+        ck, compiled = compiled_for(kernel, debug=config.get("NKI_LITE_DEBUG"))
+        self.stats["compiles"] += int(compiled)
+        return ck
+
+    def _run_jit(self, kernel: ir.Kernel, bound) -> dict:
+        ck = self._compiled(kernel)
+        arrays = {}
+        for name in kernel.params:
+            b = kernel.buffer(name)
+            a = bound.arguments[name]
+            want = D.storage(b.dtype)
+            if not a.flags.c_contiguous or a.dtype != want or not a.flags.aligned:
+                _warn_once(f"copy-{name}", f"argument '{name}' is not a C-contiguous aligned {b.dtype} array; "
+                           "nki_lite copies it for every call (pass np.ascontiguousarray(...) to avoid the copy)",
+                           category=NkiLitePerformanceWarning)
+                a = np.ascontiguousarray(a, dtype=want)
+            if b.mutable and not a.flags.writeable:
+                raise errors.make("argument", f"mutable parameter '{name}' is a read-only array", loc=fn_loc(self.fn))
+            arrays[name] = a
+        return ck.launch(arrays)
+
+    def cache_info(self) -> dict:
+        """Trace and compile statistics of this kernel: hits, misses, traces, compiles."""
+        return dict(self.stats)
+
+    def inspect_llvm(self, *args, optimized: bool = True, **kwargs) -> str:
+        kernel = self.trace(*args, **kwargs)
+        if not optimized:
+            from ..lower.llvm.codegen import generate
+            return generate(kernel, config.get("NKI_LITE_DEBUG")).text
+        return self._compiled(kernel).module.llvm_ir
+
+    def inspect_asm(self, *args, **kwargs) -> str:
+        return self._compiled(self.trace(*args, **kwargs)).module.asm()
+
+
+class NkiLitePerformanceWarning(UserWarning):
+    """A call works but is slower than it needs to be (e.g. a copied non-contiguous argument)."""
+
+
+_WARNED: set = set()
+
+
+def _warn_once(key: str, message: str, category=UserWarning) -> None:
+    import warnings
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, category, stacklevel=4)
 
 
 def jit(func=None, *, mode: str | None = None, target: str | None = None, platform_target: str | None = None,

@@ -300,18 +300,20 @@ class BenchmarkResult:
 
 
 class _Benchmarked:
-    def __init__(self, kernel, warmup, iters, target, grid=None):
+    def __init__(self, kernel, warmup, iters, target, grid=None, trace_path=None):
         self.kernel = _as_kernel(kernel)
         if grid:
             self.kernel = self.kernel[grid]
-        self.warmup, self.iters, self.target = warmup, iters, target
+        self.warmup, self.iters, self.target, self.trace_path = warmup, iters, target, trace_path
         self.benchmark_result: BenchmarkResult | None = None
 
     def __getitem__(self, grid):
-        return _Benchmarked(self.kernel, self.warmup, self.iters, self.target, grid)
+        return _Benchmarked(self.kernel, self.warmup, self.iters, self.target, grid, self.trace_path)
 
     def __call__(self, *args, **kwargs):
-        est = estimate(self.kernel, *args, target=self.target, record_events=False, **kwargs)
+        est = estimate(self.kernel, *args, target=self.target, record_events=bool(self.trace_path), **kwargs)
+        if self.trace_path:
+            est.save_trace(self.trace_path)
         us = est.latency_us
         self.benchmark_result = BenchmarkResult(_Latency(us), est, self.warmup, self.iters)
         print("Latency results are:\nNCLatency:\n" +
@@ -325,16 +327,7 @@ def benchmark(kernel=None, *, warmup: int = 10, iters: int = 100, target: str | 
     .get_latency_percentile(p)` is the engine model's latency in microseconds (nothing runs).
     `save_trace_name` writes the Chrome trace there."""
     def wrap(k):
-        b = _Benchmarked(k, warmup, iters, target)
-        if save_trace_name:
-            call = b.__call__
-
-            def traced_call(*args, **kwargs):
-                call(*args, **kwargs)
-                est = estimate(b.kernel, *args, target=b.target, **kwargs)
-                est.save_trace(save_trace_name)
-            b.__call__ = traced_call
-        return b
+        return _Benchmarked(k, warmup, iters, target, trace_path=save_trace_name)
     if kernel is not None:
         return wrap(kernel)
     return wrap

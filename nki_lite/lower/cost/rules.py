@@ -13,7 +13,7 @@ stream the free dimension, §3.4); P = partitions (an on-chip access's shape[0])
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ...lang import dtypes as D

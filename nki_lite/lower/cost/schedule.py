@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -41,8 +41,6 @@ from ..ir import Access, Instr, Kernel, Loop, Space
 from .rules import COMPUTE_ENGINES, Cost, CostCtx, cost_of, engine_of
 from .targets import Target
 
-DMA_OPS = ("dma_copy",)
-RESOURCES_COMPUTE = COMPUTE_ENGINES
 MIN_SAMPLES = 3            # samples per phase compared: two equal increments
 MAX_SIM = 64               # iterations simulated per loop level before a forced extrapolation
 FULL_SIM_TRIP = 128        # loops up to this trip are simulated fully when no period is found

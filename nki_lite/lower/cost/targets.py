@@ -14,7 +14,7 @@ instruction costs in cycles of the engine that runs them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 KiB = 1024
 

@@ -132,6 +132,28 @@ def flat_axes(shape, start: int, env) -> Affine:
     return e
 
 
+class RowAny:
+    """Per-partition "did the mask select any element of this row" flag (per-partition outputs are
+    written only for such rows, like tensor_reduce)."""
+
+    def __init__(self, em, masked: bool):
+        self.em = em
+        self.ptr = em.entry_alloca("i1", "rowany") if masked else None
+
+    def reset(self) -> None:
+        if self.ptr:
+            self.em.b.emit(f"store i1 false, ptr {self.ptr}, align 1")
+
+    def mark(self) -> None:
+        if self.ptr:
+            self.em.b.emit(f"store i1 true, ptr {self.ptr}, align 1")
+
+    def guard(self):
+        if not self.ptr:
+            return contextlib.nullcontext()
+        return self.em.b.if_(self.em.b.op(f"load i1, ptr {self.ptr}, align 1"), "rowany")
+
+
 # ---------------------------------------------------------------- the elementwise emitter
 
 def _aliases(em, dst: ir.Access, ins) -> bool:
@@ -180,10 +202,12 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
     item = D.itemsize(em.dtype(dst))
     flat = flat_axes(shape, 0, None)
     lanes = Lanes(em, reduce_op) if reduce_op else None
+    rows = RowAny(em, instr.mask is not None and lanes is not None)
     with B.loop(shape[0], "p") if shape[0] > 1 else contextlib.nullcontext("0") as p:
         env0 = {**ctx.env, axis_var(0): p}
         if lanes:
             lanes.reset()
+            rows.reset()
         with em.elements(shape, env0, start=1) as env:
             live = em.mask_value(instr.mask, env)
             em.check_element(slow, live, ctx, env, accesses)
@@ -201,12 +225,14 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
                 if lanes:
                     k = em.affine(flat_axes(shape, 1, None), env)
                     lanes.add(k, em.row_value)
+                    rows.mark()
         if lanes:
             r = lanes.combine()
             racc = instr.outs[1]
             renv = {**ctx.env, axis_var(0): p, axis_var(1): "0"}
             rdt = em.dtype(racc)
-            em.store_raw(racc, renv, em.from_f32(em.canon(r), rdt))
+            with rows.guard():
+                em.store_raw(racc, renv, em.from_f32(em.canon(r), rdt))
     if two_phase:
         with em.elements(shape, ctx.env) as env:
             live = em.mask_value(instr.mask, env)

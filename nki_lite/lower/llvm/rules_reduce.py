@@ -9,7 +9,7 @@ from .. import ir
 from ..affine import Affine, axis_var
 from ..ops import rule
 from .irbuilder import f32
-from .rules_common import LANES, Lanes, alu_op, domain, flat_axes, identity
+from .rules_common import LANES, Lanes, RowAny, alu_op, domain, flat_axes, identity
 
 
 def _finish(em, dst, val, dom):
@@ -125,12 +125,15 @@ def _bn_stats(em, instr, ctx):
         old = B.op(f"load float, ptr {p}, align 4")
         B.emit(f"store float {B.op(f'fadd float {old}, {val}')}, ptr {p}, align 4")
 
+    rows = RowAny(em, instr.mask is not None)
     with _per_partition(em, src.shape[0], ctx.env) as penv:
+        rows.reset()
         for L, c in zip(lanes, cnt):
             L.reset()
             B.emit(f"store float 0.0, ptr {c}, align 4")
 
         def pass1(env, odd, g):
+            rows.mark()
             add_lane(odd, g, em.operand(src, env, "f32"))
             cp = B.op(f"select i1 {odd}, ptr {cnt[1]}, ptr {cnt[0]}")
             old = B.op(f"load float, ptr {cp}, align 4")
@@ -156,8 +159,9 @@ def _bn_stats(em, instr, ctx):
             m2 = L.combine()
             pos = B.op(f"fcmp ogt float {c}, 0.0")
             outs += [c, mu, B.op(f"select i1 {pos}, float {m2}, float 0.0")]
-        for j, v in enumerate(outs):
-            em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
+        with rows.guard():
+            for j, v in enumerate(outs):
+                em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
 
 
 @rule("llvm", "bn_aggr")
@@ -167,7 +171,9 @@ def _bn_aggr(em, instr, ctx):
     slow = em.check_bounds(instr, ctx, (dst, src), None)
     n_free = _free_elements(em, src, ctx.env)
     st = {k: em.entry_alloca("float", k) for k in ("na", "ma", "m2a")}
+    rows = RowAny(em, instr.mask is not None)
     with _per_partition(em, src.shape[0], ctx.env) as penv:
+        rows.reset()
         for k in st:
             B.emit(f"store float 0.0, ptr {st[k]}, align 4")
         with B.loop(n_free // 3, "ba") as t:
@@ -182,6 +188,7 @@ def _bn_aggr(em, instr, ctx):
                     cell = em.entry_alloca("float", "bv")
                     B.emit(f"store float 0.0, ptr {cell}, align 4")
                     with B.if_(live, "bl"):
+                        rows.mark()
                         B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {cell}, align 4")
                     x = B.op(f"load float, ptr {cell}, align 4")
                 vals.append(x)
@@ -204,8 +211,9 @@ def _bn_aggr(em, instr, ctx):
         m2a = B.op(f"load float, ptr {st['m2a']}, align 4")
         pos = B.op(f"fcmp ogt float {na}, 0.0")
         var = B.op(f"select i1 {pos}, float {B.op(f'fdiv float {m2a}, {na}')}, float 0x7FF8000000000000")
-        for j, v in enumerate((ma, var)):
-            em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
+        with rows.guard():
+            for j, v in enumerate((ma, var)):
+                em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
 
 
 @rule("llvm", "max8")
@@ -217,12 +225,14 @@ def _max8(em, instr, ctx):
     keys = em.entry_alloca("[8 x float]", "k8")
     vals = em.entry_alloca("[8 x float]", "v8")
     filled = em.entry_alloca("i64", "n8")
+    rows = RowAny(em, instr.mask is not None)
 
     def cell(arr, i):
         return B.op(f"getelementptr inbounds [8 x float], ptr {arr}, i64 0, i64 {i}")
 
     with _per_partition(em, src.shape[0], ctx.env) as penv:
         B.emit(f"store i64 0, ptr {filled}, align 8")
+        rows.reset()
         with em.elements(src.shape, penv, start=1) as env:
             live = em.mask_value(instr.mask, env)
             em.check_element(slow, live, ctx, env, (src,))
@@ -232,6 +242,7 @@ def _max8(em, instr, ctx):
                 tmp = em.entry_alloca("float", "mx")
                 B.emit(f"store float 0xFFF0000000000000, ptr {tmp}, align 4")
                 with B.if_(live, "xm"):
+                    rows.mark()
                     B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {tmp}, align 4")
                 x = B.op(f"load float, ptr {tmp}, align 4")
             isnan = B.op(f"fcmp uno float {x}, 0.0")
@@ -249,9 +260,10 @@ def _max8(em, instr, ctx):
                 ck = B.op(f"select i1 {sw}, float {ok_}, float {ck}")
                 cv = B.op(f"select i1 {sw}, float {ov}, float {cv}")
             B.emit(f"store i64 {B.op(f'add nsw i64 {nf}, 1')}, ptr {filled}, align 8")
-        for i in range(8):
-            v = B.op(f"load float, ptr {cell(vals, i)}, align 4")
-            em.store_raw(dst, {**penv, axis_var(1): str(i)}, _finish(em, dst, v, "f32"))
+        with rows.guard():
+            for i in range(8):
+                v = B.op(f"load float, ptr {cell(vals, i)}, align 4")
+                em.store_raw(dst, {**penv, axis_var(1): str(i)}, _finish(em, dst, v, "f32"))
 
 
 @rule("llvm", "find_index8")
@@ -262,7 +274,9 @@ def _find_index8(em, instr, ctx):
     slow = em.check_bounds(instr, ctx, (dst, src, vacc), None)
     res = em.entry_alloca("[8 x i64]", "fi")
     flat_e = flat_axes(src.shape, 1, None)
+    rows = RowAny(em, instr.mask is not None)
     with _per_partition(em, src.shape[0], ctx.env) as penv:
+        rows.reset()
         wanted = []
         for j in range(8):
             venv = _unflatten(em, str(j), vacc.shape, 1, penv)
@@ -273,6 +287,7 @@ def _find_index8(em, instr, ctx):
             live = em.mask_value(instr.mask, env)
             em.check_element(slow, live, ctx, env, (src,))
             with (B.if_(live, "fm") if live is not None else contextlib.nullcontext()):
+                rows.mark()
                 x = em.operand(src, env, "f32")
                 f = em.affine(flat_e, env)
                 for j in range(8):
@@ -282,7 +297,8 @@ def _find_index8(em, instr, ctx):
                     unset = B.op(f"icmp eq i64 {old}, {0xFFFFFFFF}")
                     take = B.op(f"and i1 {eq}, {unset}")
                     B.emit(f"store i64 {B.op(f'select i1 {take}, i64 {f}, i64 {old}')}, ptr {p}, align 8")
-        for j in range(8):
-            p = B.op(f"getelementptr inbounds [8 x i64], ptr {res}, i64 0, i64 {j}")
-            v = B.op(f"load i64, ptr {p}, align 8")
-            em.store_raw(dst, {**penv, axis_var(1): str(j)}, em.from_i64(v, em.dtype(dst)))
+        with rows.guard():
+            for j in range(8):
+                p = B.op(f"getelementptr inbounds [8 x i64], ptr {res}, i64 0, i64 {j}")
+                v = B.op(f"load i64, ptr {p}, align 8")
+                em.store_raw(dst, {**penv, axis_var(1): str(j)}, em.from_i64(v, em.dtype(dst)))

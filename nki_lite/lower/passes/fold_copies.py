@@ -2,7 +2,8 @@
 
 Tracing gives every nl op a fresh temporary, and `t[...] = nl.load(...)` then copies the temporary
 into `t`. When the instruction that writes a temporary T is immediately followed (in the same body)
-by an unmasked on-chip `tensor_copy` of the whole of T into a destination with T's dtype and shape,
+by an on-chip `tensor_copy` (with the producer's mask, or both unmasked) of the whole of T into a
+destination with T's dtype and shape,
 and T is read nowhere else, the producer can write the destination directly: the copy is an exact
 identity, so results are bit-identical. T and its `alloc` disappear. Stores (`dma_copy` to HBM)
 are never folded: a compute engine cannot write HBM, the DMA is real work.
@@ -30,7 +31,7 @@ def _reads(kernel: Kernel) -> Counter:
 def fold_copies(kernel: Kernel) -> Kernel:
     bufs = kernel.buffer_map
     reads = _reads(kernel)
-    writers: Counter = Counter(ins.out.buffer for ins, _ in walk(kernel.body) if ins.op != "alloc")
+    writers: Counter = Counter(o.buffer for ins, _ in walk(kernel.body) if ins.op != "alloc" for o in ins.outs)
     removed: set[str] = set()
 
     def fold(nodes):
@@ -40,7 +41,7 @@ def fold_copies(kernel: Kernel) -> Kernel:
                 out.append(replace(n, body=tuple(fold(n.body))))
                 continue
             prev = out[-1] if out and isinstance(out[-1], Instr) else None
-            if (prev is not None and n.op == "tensor_copy" and n.mask is None and prev.op != "alloc"
+            if (prev is not None and n.op == "tensor_copy" and n.mask == prev.mask and prev.op != "alloc"
                     and len(prev.outs) == 1 and isinstance(n.ins[0], Access)):
                 tmp = prev.out.buffer
                 src = n.ins[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import logging
 import threading
 from collections import OrderedDict
@@ -26,6 +27,7 @@ from ..lower import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
 from ..typing import TensorSpec
+from .interpreter import fill_uninit
 
 log = logging.getLogger("nki_lite")
 
@@ -92,6 +94,7 @@ class Kernel:
         self.options = options
         self.signature = inspect.signature(fn)
         self._cache: OrderedDict = OrderedDict()
+        self._fast: dict = {}
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "misses": 0, "traces": 0, "compiles": 0}
 
@@ -179,6 +182,14 @@ class Kernel:
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
+        if not kwargs and mode is None and target is None:
+            try:
+                fast = self._fast.get((_env_stamp(), tuple(map(_fast_key, args))))
+            except TypeError:                      # an unhashable constant: take the general path
+                fast = None
+            if fast is not None:
+                self.stats["hits"] += 1
+                return fast(args)
         bound = self.bind(args, kwargs)
         for name, v in bound.arguments.items():
             if isinstance(v, TensorSpec):
@@ -187,7 +198,8 @@ class Kernel:
                                   hint="use kernel.inspect_ir(...) to trace placeholders")
         kernel = self._traced(bound, self.resolve_target(target))
         if self.resolve_mode(mode) == "jit":
-            results = self._run_jit(kernel, bound)
+            fast_ok = not kwargs and mode is None and target is None
+            results = self._run_jit(kernel, bound, args if fast_ok else None)
         else:
             from .interpreter import run
             inputs = {name: bound.arguments[name] for name in kernel.params}
@@ -211,8 +223,10 @@ class Kernel:
         self.stats["compiles"] += int(compiled)
         return ck
 
-    def _run_jit(self, kernel: ir.Kernel, bound) -> dict:
+    def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None) -> dict:
         ck = self._compiled(kernel)
+        if args is not None:
+            self._remember_fast_path(kernel, ck, bound, args)
         arrays = {}
         for name in kernel.params:
             b = kernel.buffer(name)
@@ -228,6 +242,62 @@ class Kernel:
             arrays[name] = a
         return ck.launch(arrays)
 
+    def _remember_fast_path(self, kernel: ir.Kernel, ck, bound, args: tuple) -> None:
+        """Cache a launcher for this exact argument signature: a repeated call skips binding,
+        tracing lookups and the IR-keyed compile cache (a few microseconds of Python)."""
+        names = list(self.signature.parameters)
+        if len(args) != len(bound.arguments) or names[:len(args)] != list(bound.arguments):
+            return
+        pos = {n: i for i, n in enumerate(names)}
+        plan = []
+        for name in ck.gen.arg_buffers:
+            b = kernel.buffer(name)
+            if b.kind == "input":
+                if b.mutable or b.dtype == "tfloat32":
+                    return                      # writes back / needs value checks: general path
+                a = args[pos[name]]
+                if not (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.aligned
+                        and a.dtype == D.storage(b.dtype)):
+                    return
+                plan.append(("arg", pos[name]))
+            elif b.kind == "const":
+                plan.append(("const", ck.consts[name]))
+            else:
+                plan.append(("out", (b.shape, D.storage(b.dtype), b.dtype)))
+        out_index = [ck.gen.arg_buffers.index(n) for n in kernel.outputs]
+        kind = kernel.return_kind
+        call = ck.call
+        fill = config.get("NKI_LITE_DEBUG") or True   # outputs start NaN/sentinel (unwritten = visible)
+
+        def launcher(call_args):
+            bufs = []
+            for how, what in plan:
+                if how == "arg":
+                    bufs.append(call_args[what])
+                elif how == "const":
+                    bufs.append(what)
+                else:
+                    shape, storage, dtype = what
+                    o = np.empty(shape, storage)
+                    if fill:
+                        fill_uninit(o, dtype)
+                    bufs.append(o)
+            call(bufs)
+            if kind == "single":
+                return bufs[out_index[0]]
+            if kind == "none":
+                return None
+            return tuple(bufs[i] for i in out_index)
+
+        try:
+            key = (_env_stamp(), tuple(map(_fast_key, args)))
+        except TypeError:
+            return                                      # unhashable constants: no fast path
+        with self._lock:
+            if len(self._fast) >= config.get("NKI_LITE_TRACE_CACHE_SIZE"):
+                self._fast.clear()
+            self._fast[key] = launcher
+
     def cache_info(self) -> dict:
         """Trace and compile statistics of this kernel: hits, misses, traces, compiles."""
         return dict(self.stats)
@@ -241,6 +311,32 @@ class Kernel:
 
     def inspect_asm(self, *args, **kwargs) -> str:
         return self._compiled(self.trace(*args, **kwargs)).module.asm()
+
+
+_STAMP_KNOBS = ("NKI_LITE_MODE", "NKI_LITE_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_LITE_DEBUG",
+                "NKI_LITE_JIT_OPT")
+
+
+_ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_STAMP_KEYS = tuple(os.fsencode(k) for k in _STAMP_KNOBS)
+
+
+def _env_stamp() -> tuple:
+    """The knobs a cached launcher depends on, read now (knobs are read at call time). On POSIX this
+    reads os.environ's backing dict directly (what os.environ.get does, minus ~3 us of encoding)."""
+    if _ENV_DATA is not None:
+        return tuple(map(_ENV_DATA.get, _STAMP_KEYS))
+    env = os.environ
+    return tuple(env.get(k) for k in _STAMP_KNOBS)
+
+
+def _fast_key(a):
+    if isinstance(a, np.ndarray):
+        return (a.shape, a.dtype, a.strides)
+    if isinstance(a, np.dtype):
+        return _const_key(a)                       # keeps tfloat32 apart from float32
+    hash(a)                                        # raises TypeError for unhashable constants
+    return (type(a), a)
 
 
 class NkiLitePerformanceWarning(UserWarning):

@@ -3,7 +3,7 @@
 AWS's files are NOT part of this repository. Point the script at a local checkout of
 aws-neuron/aws-neuron-sdk (a tree that still has general/nki/, e.g. commit 8a38e733):
 
-    python tutorials/check_aws_examples.py /path/to/aws-neuron-sdk/general/nki/examples
+    python tutorials/check_aws_examples.py /path/to/aws-neuron-sdk/general/nki/examples [--mode=interpret,jit]
 
 `import neuronxcc.nki ...` resolves to nki_lite through nki_lite.compat.install(). Each check calls
 the tutorial's kernel on small inputs and compares with a numpy reference written here. Prints a
@@ -12,7 +12,7 @@ pass/fail table; exits non-zero if any check fails. Some tutorial files import s
 from __future__ import annotations
 
 import importlib.util
-import math
+import os
 import sys
 import time
 import traceback
@@ -170,11 +170,13 @@ def main(argv: list[str]) -> int:
         return 2
     root = Path(argv[1])
     only = {a for a in argv[2:] if not a.startswith("-")}
+    modes = [a.split("=", 1)[1] for a in argv[2:] if a.startswith("--mode=")] or ["interpret,jit"]
     failures = 0
     rows = []
-    for check in CHECKS:
+    for check, mode in ((c, m) for m in modes[0].split(",") for c in CHECKS):
         if only and check.__name__ not in only:
             continue
+        os.environ["NKI_LITE_MODE"] = mode
         t0 = time.perf_counter()
         try:
             check(root)
@@ -187,7 +189,7 @@ def main(argv: list[str]) -> int:
                 tb = traceback.format_exc().splitlines()
                 detail += " | " + " / ".join(l.strip() for l in tb[-6:-1])[:400]
         rows.append((check.__name__, status, time.perf_counter() - t0, detail))
-        print(f"{check.__name__:36s} {status:5s} {rows[-1][2]:7.2f}s {detail}", flush=True)
+        print(f"{check.__name__:36s} {mode:9s} {status:5s} {rows[-1][2]:7.2f}s {detail}", flush=True)
     print(f"\n{len(rows) - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -36,22 +36,30 @@ def _cases(rng):
 
 def main() -> int:
     rng = np.random.default_rng(0)
-    print(f"nki_lite {nki_lite.__version__}: kernels on the CPU interpreter, compared with numpy (float64)\n")
-    print(f"{'kernel':34s} {'instrs':>6s} {'trace+run':>10s} {'max |err|':>10s}  result")
+    print(f"nki_lite {nki_lite.__version__}: kernels compiled by the LLVM JIT, checked against the numpy "
+          "interpreter (bitwise) and numpy float64 (tolerance)\n")
+    print(f"{'kernel':34s} {'instrs':>6s} {'compile+run':>12s} {'cached run':>11s} {'max |err|':>10s} "
+          f"{'jit==interp':>11s}  result")
     failures = 0
     for name, kern, args, ref, tol in _cases(rng):
         t0 = time.perf_counter()
-        out = kern(*args)
-        dt = time.perf_counter() - t0
+        out = kern(*args, mode="jit")
+        t1 = time.perf_counter()
+        out = kern(*args, mode="jit")
+        t2 = time.perf_counter()
+        oracle = kern(*args, mode="interpret")
+        same = np.array_equal(out.view(np.uint8), oracle.view(np.uint8))
         n_instr = ir.count_instrs(kern.trace(*args))
         err = float(np.max(np.abs(out.astype(np.float64) - ref)))
         try:
             assert_close(out, ref, **tol)
-            verdict = "ok"
+            verdict = "ok" if same else "JIT DIFFERS FROM INTERPRETER"
+            failures += not same
         except AssertionError as e:
             failures += 1
             verdict = "MISMATCH\n" + str(e)
-        print(f"{name:34s} {n_instr:6d} {dt * 1e3:8.1f}ms {err:10.2e}  {verdict}")
+        print(f"{name:34s} {n_instr:6d} {(t1 - t0) * 1e3:10.1f}ms {(t2 - t1) * 1e3:9.2f}ms {err:10.2e} "
+              f"{'yes' if same else 'NO':>11s}  {verdict}")
     estimate = getattr(nki_lite, "estimate", None)
     print()
     if estimate is None:

@@ -42,6 +42,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
          "LLVM optimisation level of JIT code (results are identical at every level; 2 balances compile time "
          "and speed)", int),
     Knob("NKI_LITE_DEBUG", "0", None, "JIT debug mode: fill new tiles with NaN like the interpreter", _bool),
+    Knob("NKI_LITE_DISK_CACHE", "1", None, "keep JIT object code in the per-user disk cache so later processes "
+         "skip LLVM (0 disables; see docs/jit_cache.md)", _bool),
+    Knob("NKI_LITE_CACHE_DIR", "", None, "directory of the disk cache (default: $XDG_CACHE_HOME/nki_lite or "
+         "~/.cache/nki_lite); created 0700, refused if group/world-writable or owned by another user"),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
          "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),

@@ -47,9 +47,9 @@ def _types(kind: str, name: str) -> tuple[str, str]:
             "i2f": (st, "float"), "i2l": (st, "i64")}[kind]
 
 
-def driver_ir(kind: str, name: str, run_attrs: str = "") -> str:
-    """Functions for widths 16 and 1 plus `@run(in, out, n)`: vector body, scalar tail."""
-    f16, ir16 = GEN[kind](name, VW)
+def driver_ir(kind: str, name: str, run_attrs: str = "", vw: int = VW) -> str:
+    """Functions for widths `vw` (16) and 1 plus `@run(in, out, n)`: vector body, scalar tail."""
+    f16, ir16 = GEN[kind](name, vw)
     f1, ir1 = GEN[kind](name, 1)
     ti, to = _types(kind, name)
     ai, ao = _SIZE[ti], _SIZE[to]
@@ -57,19 +57,20 @@ def driver_ir(kind: str, name: str, run_attrs: str = "") -> str:
 {ir1}
 define void @run(ptr noalias %in, ptr noalias %out, i64 %n) {run_attrs} {{
 entry:
-  %nv = and i64 %n, -{VW}
+  %nv = udiv i64 %n, {vw}
+  %nv16 = mul i64 %nv, {vw}
   br label %vh
 vh:
   %i = phi i64 [ 0, %entry ], [ %i2, %vb ]
-  %cv = icmp ult i64 %i, %nv
+  %cv = icmp ult i64 %i, %nv16
   br i1 %cv, label %vb, label %th
 vb:
   %pi = getelementptr {ti}, ptr %in, i64 %i
-  %x = load <{VW} x {ti}>, ptr %pi, align {ai}
-  %y = call <{VW} x {to}> @{f16}(<{VW} x {ti}> %x)
+  %x = load <{vw} x {ti}>, ptr %pi, align {ai}
+  %y = call <{vw} x {to}> @{f16}(<{vw} x {ti}> %x)
   %po = getelementptr {to}, ptr %out, i64 %i
-  store <{VW} x {to}> %y, ptr %po, align {ao}
-  %i2 = add i64 %i, {VW}
+  store <{vw} x {to}> %y, ptr %po, align {ao}
+  %i2 = add i64 %i, {vw}
   br label %vh
 th:
   %j = phi i64 [ %i, %vh ], [ %j2, %tb ]
@@ -138,10 +139,10 @@ declare void @llvm.x86.sse.ldmxcsr(ptr)
 class Conv:
     """One compiled conversion: `conv(x)` runs @run over x (any length, contiguous)."""
 
-    def __init__(self, kind: str, name: str, ftz: bool = False):
+    def __init__(self, kind: str, name: str, ftz: bool = False, vw: int = VW):
         self.kind, self.name = kind, name
         self.ti, self.to = _types(kind, name)
-        ir = driver_ir(kind, name, "noinline" if ftz else "")
+        ir = driver_ir(kind, name, "noinline" if ftz else "", vw)
         if ftz:
             ir += FTZ_DRIVER
         self.mod = target.compile_module(ir, f"conv_{kind}_{name}")
@@ -170,8 +171,8 @@ class Conv:
 
 
 @functools.lru_cache(maxsize=None)
-def conv(kind: str, name: str, ftz: bool = False) -> Conv:
-    return Conv(kind, name, ftz)
+def conv(kind: str, name: str, ftz: bool = False, vw: int = VW) -> Conv:
+    return Conv(kind, name, ftz, vw)
 
 
 def assert_same(got, want, x, what):
@@ -282,6 +283,19 @@ def test_encode_random_bit_patterns_and_lengths(name):
     for off, n in [(0, 1), (1, 15), (2, 16), (3, 17), (5, 1_000_003), (1_000_003, 33)]:
         xs = x[off:off + n]
         assert_same(c(xs), ref[off:off + n], xs, f"encode {name} [{off}:+{n}]")
+
+
+@pytest.mark.parametrize("vw", [4, 8, 32, 64])
+def test_other_vector_widths(vw):
+    x = np.concatenate([uniform_f32(50_000, 13), midpoint_inputs("float8_e4m3")[0]])
+    for name in ["float8_e4m3", "float16", "bfloat16"]:
+        assert_same(conv("enc", name, vw=vw)(x), ref_encode_bits(x, name), x, f"encode {name} w{vw}")
+        codes = all_codes(name)
+        with np.errstate(invalid="ignore"):
+            want = bits(codes.view(D.storage(name)).astype(np.float32))
+        assert_same(conv("dec", name, vw=vw)(codes), want, codes, f"decode {name} w{vw}")
+    for name in ["int8", "uint32", "bool"]:
+        assert_same(conv("f2i", name, vw=vw)(x), out_bits(convert.round_to(x, name)), x, f"f2i {name} w{vw}")
 
 
 def test_encode_float32_is_identity():

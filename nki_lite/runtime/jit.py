@@ -2,8 +2,15 @@
 
 Contract:
 - `compiled_for(kernel_ir, debug)` returns a `CompiledKernel` from a process-wide bounded LRU
-  (`NKI_LITE_JIT_CACHE_SIZE`) keyed by the printed IR + debug flag; evicted entries are dropped and
-  their machine code is freed once no launch holds them (a launch keeps a reference).
+  (`NKI_LITE_JIT_CACHE_SIZE`) keyed by the printed IR + consts + debug flag + opt level; evicted
+  entries are dropped and their machine code is freed once no launch holds them (a launch keeps a
+  reference). `lookup(kernel_ir, debug)` is the same but says where the kernel came from:
+  "memory", "disk" or "compile"; `CACHE.compiles` / `CACHE.disk_hits` count the last two.
+- On an in-memory miss the per-user disk cache (runtime/diskcache.py, docs/jit_cache.md) is
+  consulted: a hit loads the stored object code and the metadata a CompiledKernel needs (argument
+  buffers, arena size, print flag, error sites as indices into `ir.walk` order, loop names), with no
+  LLVM IR generation or compilation. After a compile the object code is written there. Codegen is
+  imported only when something is compiled.
 - `CompiledKernel.launch(arrays)` runs the native function on numpy arrays (the caller's buffers,
   C-contiguous, storage dtypes) and returns the output arrays by buffer name. A runtime error
   (status != 0) raises the same NkiLiteError the interpreter raises, naming the kernel line.
@@ -16,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +31,7 @@ from .. import config, errors
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.llvm import target as T
-from ..lower.llvm.codegen import STATUS_LOOPS, STATUS_WORDS, generate
+from . import diskcache as DC
 from .interpreter import fill_uninit
 
 _PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
@@ -58,17 +66,61 @@ def _trampoline(n_args: int, offset: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class LoadedGen:
+    """The parts of codegen's `Generated` a CompiledKernel uses, rebuilt from a disk-cache entry."""
+    arg_buffers: tuple[str, ...]
+    arena_bytes: int
+    sites: tuple[ir.Instr, ...]
+    loop_names: tuple[tuple[str, ...], ...]
+    needs_print: bool = False
+    text: str = ""                      # not stored: CompiledKernel.module.llvm_ir regenerates on demand
+
+
+def _source_text(kernel: ir.Kernel, debug: bool):
+    """(Generated, LLVM IR text with the trampoline, has_trampoline)."""
+    from ..lower.llvm.codegen import generate
+    gen = generate(kernel, debug)
+    offset = _array_data_offset()
+    text = gen.text + (_trampoline(len(gen.arg_buffers), offset) if offset is not None else "")
+    return gen, text, offset is not None
+
+
 class CompiledKernel:
-    def __init__(self, kernel: ir.Kernel, debug: bool):
+    """A kernel's machine code and launch logic. `CompiledKernel(kernel, debug)` compiles;
+    `CompiledKernel.from_entry(...)` adopts object code loaded from the disk cache."""
+
+    def __init__(self, kernel: ir.Kernel, debug: bool, opt: int | None = None):
+        from ..lower.llvm.codegen import STATUS_LOOPS, STATUS_WORDS
         self.kernel = kernel
         self.debug = debug
-        self.gen = generate(kernel, debug)
-        n = len(self.gen.arg_buffers)
-        offset = _array_data_offset()
-        text = self.gen.text + (_trampoline(n, offset) if offset is not None else "")
-        self.module = T.compile_module(text, f"nkl_{kernel.name}", opt=config.get("NKI_LITE_JIT_OPT"))
+        self.opt = config.get("NKI_LITE_JIT_OPT") if opt is None else opt
+        self.gen, text, tramp = _source_text(kernel, debug)
+        self.module = T.compile_object(text, f"nkl_{kernel.name}", opt=self.opt)
+        self._finish(tramp, STATUS_WORDS, STATUS_LOOPS, from_disk=False)
+
+    @classmethod
+    def from_entry(cls, kernel: ir.Kernel, debug: bool, opt: int, meta: dict, obj: bytes) -> "CompiledKernel":
+        """Adopt a disk-cache entry (metadata already checked by `entry_problem`)."""
+        self = cls.__new__(cls)
+        self.kernel = kernel
+        self.debug = debug
+        self.opt = opt
+        instrs = [i for i, _ in ir.walk(kernel.body)]
+        self.gen = LoadedGen(tuple(meta["arg_buffers"]), int(meta["arena_bytes"]),
+                             tuple(instrs[k] for k in meta["sites"]), tuple(tuple(n) for n in meta["loop_names"]),
+                             bool(meta["needs_print"]))
+        self.module = T.load_object(obj, f"nkl_{kernel.name}", opt, source=lambda: _source_text(kernel, debug)[1])
+        self._finish(bool(meta["trampoline"]), int(meta["status_words"]), int(meta["status_loops"]), from_disk=True)
+        return self
+
+    def _finish(self, tramp: bool, status_words: int, status_loops: int, from_disk: bool) -> None:
+        kernel = self.kernel
+        self.from_disk = from_disk
+        self.status_words, self.status_loops = status_words, status_loops
         self.timings = self.module.timings
-        if offset is not None:
+        n = len(self.gen.arg_buffers)
+        if tramp:
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.py_object] * n), ctypes.c_void_p,
                                      ctypes.c_void_p, ctypes.c_void_p)
             self._call_py = proto(self.module.address("nkl_call_py"))
@@ -91,7 +143,7 @@ class CompiledKernel:
         arena = getattr(loc, "arena", None)
         if arena is None:
             loc.arena = arena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
-            loc.status = np.zeros(STATUS_WORDS, dtype=np.int64)
+            loc.status = np.zeros(self.status_words, dtype=np.int64)
             loc.ptrs = (arena.ctypes.data, loc.status.ctypes.data)
         return loc
 
@@ -134,7 +186,8 @@ class CompiledKernel:
     # ---- runtime errors and printing
     def _env_text(self, status: np.ndarray, site: int) -> str:
         names = self.gen.loop_names[site]
-        vals = {n: int(status[STATUS_LOOPS + k]) for k, n in enumerate(names[:STATUS_WORDS - STATUS_LOOPS])}
+        lo = self.status_loops
+        vals = {n: int(status[lo + k]) for k, n in enumerate(names[:self.status_words - lo])}
         return ", ".join(f"{k}={v}" for k, v in sorted(vals.items()))
 
     def _error(self, status: np.ndarray) -> Exception:
@@ -163,6 +216,92 @@ class CompiledKernel:
         print(f"{instr.attr('prefix')}{' [' + where + ']' if where else ''}\n{v}")
 
 
+    # ---- the disk cache's view
+    def entry_meta(self) -> dict | None:
+        """JSON-able metadata for a disk-cache entry (None if a site is not an instruction of the
+        kernel, which would make the entry unusable)."""
+        instrs = [i for i, _ in ir.walk(self.kernel.body)]
+        by_id = {id(x): k for k, x in enumerate(instrs)}
+        sites = []
+        for s in self.gen.sites:
+            k = by_id.get(id(s))
+            if k is None:
+                try:
+                    k = instrs.index(s)          # an equal instruction prints and reports identically
+                except ValueError:
+                    return None
+            sites.append(k)
+        return {"kernel": self.kernel.name, "n_instrs": len(instrs), "arg_buffers": list(self.gen.arg_buffers),
+                "arena_bytes": int(self.gen.arena_bytes), "needs_print": bool(self.gen.needs_print),
+                "sites": sites, "loop_names": [list(n) for n in self.gen.loop_names],
+                "trampoline": self._call_py is not None, "status_words": self.status_words,
+                "status_loops": self.status_loops, "opt": self.opt, "debug": bool(self.debug),
+                "compile_ms": {k: round(v, 3) for k, v in self.timings.items()}}
+
+
+def entry_problem(meta: dict, kernel: ir.Kernel, debug: bool, opt: int) -> str | None:
+    """Why an entry's metadata cannot belong to this kernel (None if it fits)."""
+    try:
+        n = sum(1 for _ in ir.walk(kernel.body))
+        bufs = kernel.buffer_map
+        args = meta["arg_buffers"]
+        if meta["kernel"] != kernel.name or meta["n_instrs"] != n:
+            return "kernel name or instruction count differs"
+        if meta["debug"] is not bool(debug) or meta["opt"] != opt:
+            return "debug flag or opt level differs"
+        if not isinstance(args, list) or len(set(args)) != len(args) or not all(
+                isinstance(a, str) and a in bufs and bufs[a].kind in ("input", "output", "const") for a in args):
+            return "argument buffers do not match the kernel"
+        sites, names = meta["sites"], meta["loop_names"]
+        if not all(type(k) is int and 0 <= k < n for k in sites) or len(names) != len(sites) \
+                or not all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in names):
+            return "error sites do not match the kernel"
+        if type(meta["arena_bytes"]) is not int or not 0 <= meta["arena_bytes"] < 1 << 40:
+            return "bad arena size"
+        sw, sl = meta["status_words"], meta["status_loops"]
+        if type(sw) is not int or type(sl) is not int or not 0 < sl < sw <= 4096:
+            return "bad status layout"
+        if not isinstance(meta["needs_print"], bool) or not isinstance(meta["trampoline"], bool):
+            return "bad flags"
+        if meta["trampoline"] != (_array_data_offset() is not None):
+            return "trampoline does not match this process"
+    except (KeyError, TypeError):
+        return "metadata fields missing or mistyped"
+    return None
+
+
+def disk_key(kernel: ir.Kernel, ir_text: str, debug: bool, opt: int) -> str:
+    consts = [(name, DC.array_digest(data.array)) for name, data in kernel.consts]
+    return DC.entry_key(ir_text, consts, debug, opt, T.host_info(), extra={"data_offset": _array_data_offset()})
+
+
+def _from_disk(kernel: ir.Kernel, ir_text: str, debug: bool, opt: int) -> tuple[CompiledKernel | None, str | None]:
+    """(kernel loaded from the disk cache or None, key to store under or None when the cache is off)."""
+    if not DC.enabled():
+        return None, None
+    key = disk_key(kernel, ir_text, debug, opt)
+    entry = DC.load(key)
+    if entry is None:
+        return None, key
+    meta, obj = entry
+    why = entry_problem(meta, kernel, debug, opt)
+    if why is not None:
+        DC.reject(key, why)
+        return None, key
+    try:
+        return CompiledKernel.from_entry(kernel, debug, opt, meta, obj), key
+    except (ValueError, KeyError) as e:           # not an object file / a function missing from it
+        DC.reject(key, f"object code unusable: {e}")
+        return None, key
+
+
+def _to_disk(ck: CompiledKernel, key: str) -> None:
+    obj, ck.module.object_code = ck.module.object_code, None     # the engine holds its own copy
+    meta = ck.entry_meta()
+    if obj is not None and meta is not None:
+        DC.store(key, meta, obj)
+
+
 # ---------------------------------------------------------------- the process-wide cache
 
 class _Cache:
@@ -170,29 +309,55 @@ class _Cache:
         self.entries: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
         self.key_locks: dict = {}
-        self.compiles = 0
+        self.compiles = 0        # LLVM compiles in this process
+        self.disk_hits = 0       # kernels loaded from the disk cache instead
 
-    def get(self, kernel: ir.Kernel, debug: bool) -> tuple[CompiledKernel, bool]:
-        key = (ir.format(kernel), tuple(kernel.consts), debug, config.get("NKI_LITE_JIT_OPT"))
+    def lookup(self, kernel: ir.Kernel, debug: bool) -> tuple[CompiledKernel, str]:
+        """(compiled kernel, "memory" | "disk" | "compile")."""
+        text = ir.format(kernel)
+        opt = config.get("NKI_LITE_JIT_OPT")
+        key = (text, tuple(kernel.consts), debug, opt)
         with self.lock:
             hit = self.entries.get(key)
             if hit is not None:
                 self.entries.move_to_end(key)
-                return hit, False
+                return hit, "memory"
             klock = self.key_locks.setdefault(key, threading.Lock())
         with klock:                                   # one compile per key, however many threads ask
             with self.lock:
                 hit = self.entries.get(key)
                 if hit is not None:
-                    return hit, False
-            ck = CompiledKernel(kernel, debug)
+                    return hit, "memory"
+            try:
+                ck, dkey = _from_disk(kernel, text, debug, opt)
+            except Exception as e:                    # noqa: BLE001 - the cache must never fail a call
+                DC.warn_once("load-error", type(e).__name__, f"nki_lite JIT disk cache: lookup failed ({e!r}); "
+                             "compiling")
+                ck, dkey = None, None
+            source = "disk"
+            if ck is None:
+                ck = CompiledKernel(kernel, debug, opt)
+                source = "compile"
+                if dkey is not None:
+                    try:
+                        _to_disk(ck, dkey)
+                    except Exception as e:            # noqa: BLE001
+                        DC.warn_once("store-error", type(e).__name__,
+                                     f"nki_lite JIT disk cache: store failed ({e!r})")
             with self.lock:
-                self.compiles += 1
+                if source == "compile":
+                    self.compiles += 1
+                else:
+                    self.disk_hits += 1
                 self.entries[key] = ck
                 self.key_locks.pop(key, None)
                 while len(self.entries) > config.get("NKI_LITE_JIT_CACHE_SIZE"):
                     self.entries.popitem(last=False)
-            return ck, True
+            return ck, source
+
+    def get(self, kernel: ir.Kernel, debug: bool) -> tuple[CompiledKernel, bool]:
+        ck, source = self.lookup(kernel, debug)
+        return ck, source == "compile"
 
     def clear(self) -> None:
         with self.lock:
@@ -203,4 +368,10 @@ CACHE = _Cache()
 
 
 def compiled_for(kernel: ir.Kernel, debug: bool = False) -> tuple[CompiledKernel, bool]:
+    """(compiled kernel, whether LLVM compiled it just now)."""
     return CACHE.get(kernel, debug)
+
+
+def lookup(kernel: ir.Kernel, debug: bool = False) -> tuple[CompiledKernel, str]:
+    """(compiled kernel, "memory" | "disk" | "compile")."""
+    return CACHE.lookup(kernel, debug)

@@ -96,7 +96,7 @@ class Kernel:
         self._cache: OrderedDict = OrderedDict()
         self._fast: dict = {}
         self._lock = threading.Lock()
-        self.stats = {"hits": 0, "misses": 0, "traces": 0, "compiles": 0}
+        self.stats = {"hits": 0, "misses": 0, "traces": 0, "compiles": 0, "disk_hits": 0}
 
     # ---- launch configuration
     def __getitem__(self, grid) -> "Kernel":
@@ -218,9 +218,10 @@ class Kernel:
 
     # ---- the JIT
     def _compiled(self, kernel: ir.Kernel):
-        from .jit import compiled_for
-        ck, compiled = compiled_for(kernel, debug=config.get("NKI_LITE_DEBUG"))
-        self.stats["compiles"] += int(compiled)
+        from .jit import lookup
+        ck, source = lookup(kernel, debug=config.get("NKI_LITE_DEBUG"))
+        self.stats["compiles"] += source == "compile"          # LLVM compiles in this process
+        self.stats["disk_hits"] += source == "disk"            # loaded from the JIT disk cache instead
         return ck
 
     def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None) -> dict:
@@ -299,7 +300,8 @@ class Kernel:
             self._fast[key] = launcher
 
     def cache_info(self) -> dict:
-        """Trace and compile statistics of this kernel: hits, misses, traces, compiles."""
+        """Trace and compile statistics of this kernel: hits, misses, traces, compiles (LLVM compiles in
+        this process) and disk_hits (kernels loaded from the JIT disk cache, docs/jit_cache.md)."""
         return dict(self.stats)
 
     def inspect_llvm(self, *args, optimized: bool = True, **kwargs) -> str:

@@ -52,9 +52,10 @@ class _Ctx:
 
 
 class Emitter:
-    def __init__(self, kernel: ir.Kernel, debug: bool):
+    def __init__(self, kernel: ir.Kernel, debug: bool, vectorize: bool = True):
         self.k = kernel
         self.debug = debug
+        self.vectorize = vectorize
         self.bufs = kernel.buffer_map
         self.b = FnBuilder()
         self.functions: dict[str, str] = {}
@@ -76,6 +77,31 @@ class Emitter:
         self.needs_print = False
         self.allocas: list[str] = []
         self.row_value: str | None = None
+        self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
+        self.vaxis: str | None = None
+
+    # ---- vector-width helpers (W = 1: plain scalars)
+    def vt(self, base: str) -> str:
+        return base if self.W == 1 else f"<{self.W} x {base}>"
+
+    def splat(self, const: str, base: str) -> str:
+        return const if self.W == 1 else f"splat ({base} {const})"
+
+    def sfx(self, base: str) -> str:
+        """Intrinsic type suffix: f32 / v16f32, i64 / v16i64."""
+        s = {"float": "f32", "i64": "i64", "i32": "i32"}[base]
+        return s if self.W == 1 else f"v{self.W}{s}"
+
+    def broadcast(self, scalar: str, base: str) -> str:
+        if self.W == 1:
+            return scalar
+        v = self.b.op(f"insertelement <{self.W} x {base}> poison, {base} {scalar}, i64 0")
+        return self.b.op(f"shufflevector <{self.W} x {base}> {v}, <{self.W} x {base}> poison, "
+                         f"<{self.W} x i32> zeroinitializer")
+
+    def vcoeff(self, acc: ir.Access) -> int:
+        """Coefficient of the vector axis in an access's flat index (1 contiguous, 0 broadcast)."""
+        return self.flat_index(acc).coeff(self.vaxis) if self.vaxis else 0
 
     def entry_alloca(self, ty: str, hint: str = "a") -> str:
         name = f"%{hint}.{len(self.allocas)}"
@@ -137,51 +163,59 @@ class Emitter:
     def load_raw(self, acc: ir.Access, env: dict) -> str:
         ty = self.storage(acc.buffer)
         p = self.elem_ptr(acc, env)
-        return self.b.op(f"load {ty}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
+        align = D.itemsize(self.bufs[acc.buffer].dtype)
+        if self.W > 1 and self.vcoeff(acc) == 1:
+            return self.b.op(f"load <{self.W} x {ty}>, ptr {p}, align {align}")
+        v = self.b.op(f"load {ty}, ptr {p}, align {align}")
+        return self.broadcast(v, ty)
 
     def store_raw(self, acc: ir.Access, env: dict, val: str) -> None:
         ty = self.storage(acc.buffer)
         p = self.elem_ptr(acc, env)
-        self.b.emit(f"store {ty} {val}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
+        self.b.emit(f"store {self.vt(ty)} {val}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
 
     # ---------------------------------------------------------------- values
+    def _cv(self, gen, dtype: str, ret: str, arg: str, val: str) -> str:
+        fn = self.use(gen(dtype, self.W))
+        return self.b.op(f"call {self.vt(ret)} @{fn}({self.vt(arg)} {val})")
+
     def to_f32(self, raw: str, dtype: str) -> str:
         info = D.INFO[dtype]
         if dtype == "float32":
             return raw
-        if info.kind == "f":
-            return self.b.op(f"call float @{self.use(CV.decode(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
-        return self.b.op(f"call float @{self.use(CV.f32_from_int(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
+        st = CV.STORAGE_LLVM[dtype]
+        return self._cv(CV.decode if info.kind == "f" else CV.f32_from_int, dtype, "float", st, raw)
 
     def to_i64(self, raw: str, dtype: str) -> str:
-        return self.b.op(f"call i64 @{self.use(CV.i64_from_int(dtype, 1))}({CV.STORAGE_LLVM[dtype]} {raw})")
+        return self._cv(CV.i64_from_int, dtype, "i64", CV.STORAGE_LLVM[dtype], raw)
 
     def from_f32(self, val: str, dtype: str) -> str:
         info = D.INFO[dtype]
         if dtype == "float32":
             return val
-        if info.kind == "f":
-            return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.encode(dtype, 1))}(float {val})")
-        return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.int_from_f32(dtype, 1))}(float {val})")
+        st = CV.STORAGE_LLVM[dtype]
+        return self._cv(CV.encode if info.kind == "f" else CV.int_from_f32, dtype, st, "float", val)
 
     def from_i64(self, val: str, dtype: str) -> str:
         info = D.INFO[dtype]
         if info.kind in "iub":
-            return self.b.op(f"call {CV.STORAGE_LLVM[dtype]} @{self.use(CV.int_from_i64(dtype, 1))}(i64 {val})")
-        f = self.b.op(f"sitofp i64 {val} to float")
+            return self._cv(CV.int_from_i64, dtype, CV.STORAGE_LLVM[dtype], "i64", val)
+        f = self.b.op(f"sitofp {self.vt('i64')} {val} to {self.vt('float')}")
         return self.from_f32(f, dtype)
 
     def canon(self, val: str) -> str:
         """NaN -> +qNaN 0x7FC00000 (the contract for arithmetic results)."""
-        isnan = self.b.op(f"fcmp uno float {val}, 0.0")
-        return self.b.op(f"select i1 {isnan}, float {f32_bits(CANON_NAN)}, float {val}")
+        isnan = self.b.op(f"fcmp uno {self.vt('float')} {val}, zeroinitializer" if self.W > 1
+                          else f"fcmp uno float {val}, 0.0")
+        return self.b.op(f"select {self.vt('i1')} {isnan}, {self.vt('float')} "
+                         f"{self.splat(f32_bits(CANON_NAN), 'float')}, {self.vt('float')} {val}")
 
     def operand(self, o, env: dict, domain: str) -> str:
-        """An operand (Access or Imm) as an f32 or i64 compute value."""
+        """An operand (Access or Imm) as an f32 or i64 compute value (vector when W > 1)."""
         if isinstance(o, ir.Imm):
             if domain == "i64":
-                return str(int(o.value))
-            return f32(float(o.value))
+                return self.splat(str(int(o.value)), "i64")
+            return self.splat(f32(float(o.value)), "float")
         raw = self.load_raw(o, env)
         dt = self.dtype(o)
         return self.to_i64(raw, dt) if domain == "i64" else self.to_f32(raw, dt)
@@ -215,12 +249,13 @@ class Emitter:
         return pred
 
     @contextlib.contextmanager
-    def elements(self, shape: tuple[int, ...], env: dict, start: int = 0):
-        """Nested loops over axes start.. of `shape` (row-major); yields env with the axis variables."""
+    def elements(self, shape: tuple[int, ...], env: dict, start: int = 0, stop: int | None = None):
+        """Nested loops over axes start..stop-1 of `shape` (row-major); yields env with the axis variables."""
         inner = dict(env)
+        stop = len(shape) if stop is None else stop
         with contextlib.ExitStack() as stack:
             for a, n in enumerate(shape):
-                if a < start:
+                if a < start or a >= stop:
                     continue
                 if n == 1:
                     inner[axis_var(a)] = "0"
@@ -353,6 +388,6 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
     return scratch_bytes(kernel, instr)
 
 
-def generate(kernel: ir.Kernel, debug: bool = False) -> Generated:
+def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
-    return Emitter(kernel, debug).generate()
+    return Emitter(kernel, debug, vectorize).generate()

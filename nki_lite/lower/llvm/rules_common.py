@@ -32,47 +32,54 @@ _ICMP = {"equal": "eq", "not_equal": "ne", "greater": "sgt", "greater_equal": "s
 
 
 def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
-    """One ALU step `op(a, b)` in the given domain (f32 or i64). `width` is the output dtype's bit
-    width: right_shift is logical at that width (NKI has no arithmetic right shift)."""
+    """One ALU step `op(a, b)` in the given domain (f32 or i64), scalar or <W x ...> (em.W). `width` is
+    the output dtype's bit width: right_shift is logical at that width (NKI has no arithmetic shift)."""
     B = em.b
     if dom == "i64":
-        if op in ("add", "subtract", "multiply"):
-            return B.op(f"{_IARITH[op]} i64 {a}, {b_}")
+        I, I1 = em.vt("i64"), em.vt("i1")
+        zero = em.splat("0", "i64")
+        if op in _IARITH:
+            return B.op(f"{_IARITH[op]} {I} {a}, {b_}")
         if op in ("maximum", "minimum"):
-            em.declare(f"declare i64 @llvm.s{op[:3]}.i64(i64, i64)")
-            return B.op(f"call i64 @llvm.s{op[:3]}.i64(i64 {a}, i64 {b_})")
+            fn = f"llvm.s{op[:3]}.{em.sfx('i64')}"
+            em.declare(f"declare {I} @{fn}({I}, {I})")
+            return B.op(f"call {I} @{fn}({I} {a}, {I} {b_})")
         if op in _ICMP:
-            c = B.op(f"icmp {_ICMP[op]} i64 {a}, {b_}")
-            return B.op(f"zext i1 {c} to i64")
-        if op.startswith("logical_"):
-            ca = B.op(f"icmp ne i64 {a}, 0")
-            cb = B.op(f"icmp ne i64 {b_}, 0")
-            c = B.op(f"{_LOGIC[op]} i1 {ca}, {cb}")
-            return B.op(f"zext i1 {c} to i64")
+            c = B.op(f"icmp {_ICMP[op]} {I} {a}, {b_}")
+            return B.op(f"zext {I1} {c} to {I}")
+        if op in _LOGIC:
+            ca = B.op(f"icmp ne {I} {a}, {zero}")
+            cb = B.op(f"icmp ne {I} {b_}, {zero}")
+            c = B.op(f"{_LOGIC[op]} {I1} {ca}, {cb}")
+            return B.op(f"zext {I1} {c} to {I}")
         if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-            return B.op(f"{op[8:]} i64 {a}, {b_}")
+            return B.op(f"{op[8:]} {I} {a}, {b_}")
         if op in ("left_shift", "right_shift"):
-            em.declare("declare i64 @llvm.smax.i64(i64, i64)")
-            em.declare("declare i64 @llvm.smin.i64(i64, i64)")
-            lo = B.op(f"call i64 @llvm.smax.i64(i64 {b_}, i64 0)")
-            s = B.op(f"call i64 @llvm.smin.i64(i64 {lo}, i64 63)")
+            mx, mn = f"llvm.smax.{em.sfx('i64')}", f"llvm.smin.{em.sfx('i64')}"
+            em.declare(f"declare {I} @{mx}({I}, {I})")
+            em.declare(f"declare {I} @{mn}({I}, {I})")
+            lo = B.op(f"call {I} @{mx}({I} {b_}, {I} {zero})")
+            sh = B.op(f"call {I} @{mn}({I} {lo}, {I} {em.splat('63', 'i64')})")
             if op == "right_shift" and width < 64:
-                a = B.op(f"and i64 {a}, {(1 << width) - 1}")
-            return B.op(f"{'shl' if op == 'left_shift' else 'ashr'} i64 {a}, {s}")
+                a = B.op(f"and {I} {a}, {em.splat(str((1 << width) - 1), 'i64')}")
+            return B.op(f"{'shl' if op == 'left_shift' else 'ashr'} {I} {a}, {sh}")
         raise NotImplementedError(f"integer ALU op {op}")
-    if op in ("add", "subtract", "multiply", "divide"):
-        return B.op(f"{_FARITH[op]} float {a}, {b_}")
+    F, F1 = em.vt("float"), em.vt("i1")
+    fzero = "zeroinitializer" if em.W > 1 else "0.0"
+    if op in _FARITH:
+        return B.op(f"{_FARITH[op]} {F} {a}, {b_}")
     if op in ("maximum", "minimum"):
-        em.declare(f"declare float @llvm.{op}.f32(float, float)")
-        return B.op(f"call float @llvm.{op}.f32(float {a}, float {b_})")
+        fn = f"llvm.{op}.{em.sfx('float')}"
+        em.declare(f"declare {F} @{fn}({F}, {F})")
+        return B.op(f"call {F} @{fn}({F} {a}, {F} {b_})")
     if op in _FCMP:
-        c = B.op(f"fcmp {_FCMP[op]} float {a}, {b_}")
-        return B.op(f"uitofp i1 {c} to float")
-    if op.startswith("logical_"):
-        ca = B.op(f"fcmp une float {a}, 0.0")
-        cb = B.op(f"fcmp une float {b_}, 0.0")
-        c = B.op(f"{_LOGIC[op]} i1 {ca}, {cb}")
-        return B.op(f"uitofp i1 {c} to float")
+        c = B.op(f"fcmp {_FCMP[op]} {F} {a}, {b_}")
+        return B.op(f"uitofp {F1} {c} to {F}")
+    if op in _LOGIC:
+        ca = B.op(f"fcmp une {F} {a}, {fzero}")
+        cb = B.op(f"fcmp une {F} {b_}, {fzero}")
+        c = B.op(f"{_LOGIC[op]} {F1} {ca}, {cb}")
+        return B.op(f"uitofp {F1} {c} to {F}")
     raise NotImplementedError(f"fp32 ALU op {op}")
 
 
@@ -184,13 +191,36 @@ def scratch_bytes(kernel: ir.Kernel, instr: ir.Instr) -> int:
     return 0
 
 
+VECTOR_WIDTH = LANES          # 16: one <16 x float> register of AVX-512, and exactly the reduction lanes
+VECTOR_OPS = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
+              "select"}
+
+
+def _vectorizable(em, instr, shape, ins, two_phase: bool, lanes) -> bool:
+    """Innermost axis as <16 x T> vectors: contiguous destination, operands contiguous or broadcast
+    along it, a mask (if any) that does not depend on it, and for a row reduction a 2-D tile (so
+    16-element chunks are exactly the reduction lanes)."""
+    if not em.vectorize or instr.op not in VECTOR_OPS or two_phase or len(shape) < 2 or shape[-1] < VECTOR_WIDTH:
+        return False
+    vax = axis_var(len(shape) - 1)
+    if instr.mask is not None and vax in instr.mask.vars():
+        return False
+    if lanes is not None and len(shape) != 2:
+        return False
+    if em.flat_index(instr.outs[0]).coeff(vax) != 1:
+        return False
+    return all(em.flat_index(o).coeff(vax) in (0, 1) for o in ins if isinstance(o, ir.Access))
+
+
 def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | None = None,
                 reduce_dom: str = "f32") -> None:
     """Emit `dst[e] = value_fn(env)` over the destination's shape, honouring mask, bounds, aliasing.
 
-    value_fn(env) returns the *storage* value to store (already converted). With `reduce_op`, a
-    second output `instr.outs[1]` ([P, 1]) receives the 16-lane reduction over the free axes of the
-    fp32 values that value_fn records in `em.row_value` (masked-off elements count as identity).
+    value_fn(env) returns the *storage* value to store (already converted), scalar or <16 x T> when
+    the innermost axis is vectorised (em.W == 16). With `reduce_op`, a second output `instr.outs[1]`
+    ([P, 1]) receives the 16-lane reduction over the free axes of the fp32 values that value_fn
+    records in `em.row_value` (masked-off elements count as identity); vector chunks of 16 are the
+    lanes themselves, so the order is the same as the scalar loop's.
     """
     B = em.b
     dst = instr.outs[0]
@@ -203,42 +233,85 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
     flat = flat_axes(shape, 0, None)
     lanes = Lanes(em, reduce_op) if reduce_op else None
     rows = RowAny(em, instr.mask is not None and lanes is not None)
+    vec = _vectorizable(em, instr, shape, ins, two_phase, lanes)
+
+    def scalar_body(env):
+        live = em.mask_value(instr.mask, env)
+        em.check_element(slow, live, ctx, env, accesses)
+        with (B.if_(live, "m") if live is not None else contextlib.nullcontext()):
+            em.row_value = None
+            v = value_fn(env)
+            if two_phase:
+                off = em.affine(flat, env)
+                q = B.op(f"getelementptr inbounds {ty}, ptr {em.scratch_ptr()}, i64 {off}")
+                B.emit(f"store {ty} {v}, ptr {q}, align {item}")
+            else:
+                em.store_raw(dst, env, v)
+            if lanes:
+                lanes.add(em.affine(flat_axes(shape, 1, None), env), em.row_value)
+                rows.mark()
+
+    def vector_row(env):
+        """The innermost axis: 16-wide chunks, then a scalar tail."""
+        vax = axis_var(len(shape) - 1)
+        n = shape[-1]
+        nv = n // VECTOR_WIDTH
+        live = em.mask_value(instr.mask, env)          # uniform along the vector axis
+        with (B.if_(live, "vm") if live is not None else contextlib.nullcontext()):
+            with B.loop(nv, "vc") as c:
+                start = B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")
+                venv = {**env, vax: start}
+                em.W, em.vaxis = VECTOR_WIDTH, vax
+                try:
+                    em.row_value = None
+                    v = value_fn(venv)
+                    em.store_raw(dst, venv, v)
+                    if lanes:
+                        VT = f"<{VECTOR_WIDTH} x float>"
+                        old = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
+                        B.emit(f"store {VT} {alu_op(em, lanes.op, old, em.row_value, 'f32')}, ptr {lanes.ptr}, align 64")
+                        rows.mark()
+                finally:
+                    em.W, em.vaxis = 1, None
+            if n % VECTOR_WIDTH:
+                with B.loop(n - nv * VECTOR_WIDTH, "vt") as t:
+                    scalar_body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
+
     with B.loop(shape[0], "p") if shape[0] > 1 else contextlib.nullcontext("0") as p:
         env0 = {**ctx.env, axis_var(0): p}
         if lanes:
             lanes.reset()
             rows.reset()
-        with em.elements(shape, env0, start=1) as env:
-            live = em.mask_value(instr.mask, env)
-            em.check_element(slow, live, ctx, env, accesses)
-            ctxm = B.if_(live, "m") if live is not None else contextlib.nullcontext()
-            with ctxm:
-                em.row_value = None
-                v = value_fn(env)
-                if two_phase:
-                    off = em.affine(flat, env)
-                    sp = em.scratch_ptr()
-                    q = B.op(f"getelementptr inbounds {ty}, ptr {sp}, i64 {off}")
-                    B.emit(f"store {ty} {v}, ptr {q}, align {item}")
+        if vec:
+            with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
+                if slow is not None:                      # masked with a possible out-of-bounds: check per element
+                    fast = B.op(f"xor i1 {slow}, true")
+                    then, other, done = B.new_label("vf"), B.new_label("vs"), B.new_label("vd")
+                    B.cond_br(fast, then, other)
+                    B.block(then)
+                    vector_row(env)
+                    B.br(done)
+                    B.block(other)
+                    with B.loop(shape[-1], "sl") as i:
+                        scalar_body({**env, axis_var(len(shape) - 1): i})
+                    B.br(done)
+                    B.block(done)
                 else:
-                    em.store_raw(dst, env, v)
-                if lanes:
-                    k = em.affine(flat_axes(shape, 1, None), env)
-                    lanes.add(k, em.row_value)
-                    rows.mark()
+                    vector_row(env)
+        else:
+            with em.elements(shape, env0, start=1) as env:
+                scalar_body(env)
         if lanes:
             r = lanes.combine()
             racc = instr.outs[1]
             renv = {**ctx.env, axis_var(0): p, axis_var(1): "0"}
-            rdt = em.dtype(racc)
             with rows.guard():
-                em.store_raw(racc, renv, em.from_f32(em.canon(r), rdt))
+                em.store_raw(racc, renv, em.from_f32(em.canon(r), em.dtype(racc)))
     if two_phase:
         with em.elements(shape, ctx.env) as env:
             live = em.mask_value(instr.mask, env)
             with (B.if_(live, "m2") if live is not None else contextlib.nullcontext()):
                 off = em.affine(flat, env)
-                sp = em.scratch_ptr()
-                q = B.op(f"getelementptr inbounds {ty}, ptr {sp}, i64 {off}")
+                q = B.op(f"getelementptr inbounds {ty}, ptr {em.scratch_ptr()}, i64 {off}")
                 v = B.op(f"load {ty}, ptr {q}, align {item}")
                 em.store_raw(dst, env, v)

@@ -35,19 +35,20 @@ def _activation(em, instr, ctx):
 
     def value(env):
         B = em.b
+        F = em.vt("float")
         x = em.operand(data, env, "f32")
         if scale_acc is not None:
-            x = B.op(f"fmul float {x}, {em.operand(scale_acc, env, 'f32')}")
+            x = B.op(f"fmul {F} {x}, {em.operand(scale_acc, env, 'f32')}")
         elif scale is not None:
-            x = B.op(f"fmul float {x}, {f32(scale)}")
+            x = B.op(f"fmul {F} {x}, {em.splat(f32(scale), 'float')}")
         if bias_acc is not None:
-            x = B.op(f"fadd float {x}, {em.operand(bias_acc, env, 'f32')}")
+            x = B.op(f"fadd {F} {x}, {em.operand(bias_acc, env, 'f32')}")
         if func == "copy":
             y = x
         elif func == "negative":
-            y = B.op(f"fneg float {x}")
+            y = B.op(f"fneg {F} {x}")
         else:
-            y = B.op(f"call float @{em.use(ML.function(func, 1))}(float {x})")
+            y = B.op(f"call {F} @{em.use(ML.function(func, em.W))}({F} {x})")
         y = em.canon(y)
         em.row_value = y
         return em.from_f32(y, em.dtype(dst))
@@ -98,9 +99,10 @@ def _select(em, instr, ctx):
     dom = domain(em, (a, b), instr.outs)
 
     def value(env):
-        c = em.b.op(f"fcmp une float {em.operand(c_acc, env, 'f32')}, 0.0")
-        ty = "i64" if dom == "i64" else "float"
-        r = em.b.op(f"select i1 {c}, {ty} {em.operand(a, env, dom)}, {ty} {em.operand(b, env, dom)}")
+        zero = "zeroinitializer" if em.W > 1 else "0.0"
+        c = em.b.op(f"fcmp une {em.vt('float')} {em.operand(c_acc, env, 'f32')}, {zero}")
+        ty = em.vt("i64" if dom == "i64" else "float")
+        r = em.b.op(f"select {em.vt('i1')} {c}, {ty} {em.operand(a, env, dom)}, {ty} {em.operand(b, env, dom)}")
         return _finish(em, instr.out, r, dom)
     elementwise(em, instr, ctx, instr.ins, value)
 

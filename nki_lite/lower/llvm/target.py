@@ -8,8 +8,15 @@ Contract:
 - `CompiledModule.address(fn)`, `.llvm_ir` (optimised text), `.asm()` and `.dispose()`.
 - One target machine per engine (create_mcjit_compiler takes ownership), plus a separate one for the
   pass builder; both target the host CPU with its features, no fast-math options.
-- `host_info()` names the CPU and features (part of cache keys); `jit_supported()` says whether the
-  host can run JIT code (Linux/macOS x86-64 or AArch64).
+- `compile_object(ir_text, name, opt)` does the same but emits a relocatable object file
+  (`CompiledModule.object_code`) and loads it with `load_object`: the code a fresh compile runs is
+  byte for byte the code a later process loads from the disk cache (runtime/diskcache.py).
+- `load_object(data, name, opt, source=None)` creates an MCJIT engine from an empty module and adds
+  the object file; `source` (a callable returning the LLVM IR text) lets `.llvm_ir`/`.asm()` of a
+  loaded module recompile that text on demand (inspection only: the loaded code keeps running).
+  Only pass objects this process (or a trusted cache entry) produced: LLVM does not validate them.
+- `host_info()` names the CPU and features (part of cache keys; computed once per process);
+  `jit_supported()` says whether the host can run JIT code (Linux/macOS x86-64 or AArch64).
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import platform
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -35,12 +43,21 @@ def _init() -> None:
             _INITIALISED = True
 
 
+_HOST: dict | None = None
+
+
+def _host() -> dict:
+    global _HOST
+    if _HOST is None:                  # the CPU does not change under a running process
+        _init()
+        _HOST = {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
+                 "features": llvm.get_host_cpu_features().flatten(),
+                 "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__}
+    return _HOST
+
+
 def host_info() -> dict:
-    _init()
-    feats = llvm.get_host_cpu_features()
-    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
-            "features": feats.flatten(), "llvm": ".".join(map(str, llvm.llvm_version_info)),
-            "llvmlite": llvmlite.__version__}
+    return dict(_host())
 
 
 def jit_supported() -> bool:
@@ -53,11 +70,10 @@ def has_feature(name: str) -> bool:
 
 
 def _target_machine(opt: int):
-    _init()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                         features=llvm.get_host_cpu_features().flatten(),
-                                         opt=opt, codemodel="jitdefault")
+    host = _host()
+    target = llvm.Target.from_triple(host["triple"])
+    return target.create_target_machine(cpu=host["cpu"], features=host["features"], opt=opt,
+                                         codemodel="jitdefault")    # 64-bit: large code model
 
 
 @dataclass
@@ -68,6 +84,10 @@ class CompiledModule:
     module: object
     timings: dict = field(default_factory=dict)
     _addresses: dict = field(default_factory=dict)
+    object_code: bytes | None = None          # compile_object: the relocatable object that was loaded
+    source: Callable[[], str] | None = None   # load_object: LLVM IR text, for inspection only
+    opt: int = 3
+    _rebuilt: "CompiledModule | None" = None
 
     def address(self, fn: str) -> int:
         addr = self._addresses.get(fn)
@@ -78,18 +98,30 @@ class CompiledModule:
             self._addresses[fn] = addr
         return addr
 
+    def _inspectable(self) -> "CompiledModule":
+        """self, or (for a module loaded from an object file) a recompile of its source text."""
+        if self.module is not None:
+            return self
+        if self._rebuilt is None:
+            if self.source is None:
+                raise RuntimeError(f"module {self.name} was loaded from object code and has no IR to show")
+            self._rebuilt = compile_object(self.source(), self.name, self.opt)
+        return self._rebuilt
+
     @property
     def llvm_ir(self) -> str:
-        return str(self.module)
+        return str(self._inspectable().module)
 
     def asm(self) -> str:
-        return self.target_machine.emit_assembly(self.module)
+        m = self._inspectable()
+        return m.target_machine.emit_assembly(m.module)
 
     def dispose(self) -> None:
         """Free the machine code now (only when no function pointer from it can still be called)."""
         self._addresses.clear()
         self.engine = None
         self.module = None
+        self._rebuilt = None
 
 
 def compile_module(ir_text: str, name: str = "nki_lite", opt: int = 3) -> CompiledModule:
@@ -112,3 +144,53 @@ def compile_module(ir_text: str, name: str = "nki_lite", opt: int = 3) -> Compil
         t3 = time.perf_counter()
     return CompiledModule(name, engine, tm, mod,
                           {"parse_ms": (t1 - t0) * 1e3, "opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3})
+
+
+# ---------------------------------------------------------------- object code (the disk cache's unit)
+
+_OBJECT_MAGICS = (b"\x7fELF", b"\xcf\xfa\xed\xfe")      # ELF, 64-bit Mach-O (little endian)
+
+
+def _engine_from_object(data: bytes, opt: int):
+    """An MCJIT engine holding exactly the given object file. Caller holds _COMPILE_LOCK."""
+    if not isinstance(data, (bytes, bytearray)) or bytes(data[:4]) not in _OBJECT_MAGICS:
+        raise ValueError("not an ELF/Mach-O object file")   # LLVM would crash on garbage: never pass it on
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine(opt))
+    engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(data)))   # the engine takes the binary
+    engine.finalize_object()
+    return engine
+
+
+def compile_object(ir_text: str, name: str = "nki_lite", opt: int = 3) -> CompiledModule:
+    """Parse, verify, optimise, emit a relocatable object and load it (see the module contract)."""
+    _init()
+    t0 = time.perf_counter()
+    with _COMPILE_LOCK:
+        mod = llvm.parse_assembly(ir_text)
+        mod.name = name
+        mod.verify()
+        t1 = time.perf_counter()
+        if opt > 0:
+            pto = llvm.PipelineTuningOptions(speed_level=opt)
+            pb = llvm.create_pass_builder(_target_machine(opt), pto)
+            pb.getModulePassManager().run(mod, pb)
+        t2 = time.perf_counter()
+        tm = _target_machine(opt)
+        obj = tm.emit_object(mod)
+        t3 = time.perf_counter()
+        engine = _engine_from_object(obj, opt)
+        t4 = time.perf_counter()
+    return CompiledModule(name, engine, tm, mod,
+                          {"parse_ms": (t1 - t0) * 1e3, "opt_ms": (t2 - t1) * 1e3, "codegen_ms": (t3 - t2) * 1e3,
+                           "load_ms": (t4 - t3) * 1e3}, object_code=obj, opt=opt)
+
+
+def load_object(data: bytes, name: str = "nki_lite", opt: int = 3,
+                source: Callable[[], str] | None = None) -> CompiledModule:
+    """Load object code produced by `compile_object` (here or in an earlier process)."""
+    _init()
+    t0 = time.perf_counter()
+    with _COMPILE_LOCK:
+        engine = _engine_from_object(data, opt)
+    return CompiledModule(name, engine, None, None, {"load_ms": (time.perf_counter() - t0) * 1e3},
+                          source=source, opt=opt)

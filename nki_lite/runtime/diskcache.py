@@ -1,0 +1,327 @@
+"""A per-user disk cache of JIT object code, so a new process runs a known kernel without LLVM.
+
+Contract (docs/jit_cache.md has the long form):
+- Location: `NKI_LITE_CACHE_DIR`, else `$XDG_CACHE_HOME/nki_lite`, else `~/.cache/nki_lite`; created with
+  mode 0700. `NKI_LITE_DISK_CACHE=0` turns the cache off. Both knobs are read at every call.
+- `entry_key(...)` is the sha256 of everything the machine code depends on: the printed tile IR, the
+  const buffers' digests, debug flag, JIT opt level, nki_lite version, a fingerprint of the code
+  generator's sources, llvmlite/LLVM versions, target triple, host CPU name and feature string, and
+  the caller's extras (the trampoline's PyArrayObject data offset).
+- An entry is `<key>.nklobj`: header (magic, format version, payload length, sha256 of the payload),
+  then payload = u32 length + JSON metadata + object code. JSON only (never pickle). A short, corrupt
+  or foreign entry (metadata naming another key) is reported by `load` as a miss (and counted in
+  `STATS["corrupt"]`); the caller recompiles and `store` overwrites it.
+- Safety: the directory must be a directory owned by this user and not group/world-writable, else the
+  cache is bypassed (no reads, no writes) with one warning per directory. An entry that is not a
+  regular file owned by this user with no group/world write bit (symlinks included) is never loaded
+  (one warning per entry); a fresh private entry replaces it after the recompile.
+- Writes are atomic: a 0600 temp file in the same directory, fsync, `os.replace`. Concurrent writers
+  of one key each replace the entry with identical content; readers see a whole old or new file.
+- Cache failures never fail a kernel call: they warn (once per directory and reason) and fall back.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+import struct
+import threading
+import warnings
+
+from .. import config
+
+log = logging.getLogger("nki_lite")
+
+MAGIC = b"\x89NKLOBJ\n"
+FORMAT_VERSION = 1
+HEADER = struct.Struct("<8sHHQ32s")          # magic, format version, reserved, payload length, sha256
+SUFFIX = ".nklobj"
+MAX_ENTRY_BYTES = 1 << 30
+
+# Sources whose text decides the LLVM IR generated from a given tile IR (relative to the package).
+FINGERPRINT_SOURCES = ("lower/llvm/", "lower/ir.py", "lower/affine.py", "lower/ops.py", "lang/dtypes.py",
+                       "numerics/", "runtime/interpreter.py", "runtime/jit.py", "runtime/diskcache.py")
+
+STATS = {"hits": 0, "misses": 0, "corrupt": 0, "refused": 0, "writes": 0, "write_errors": 0}
+_STATS_LOCK = threading.Lock()
+_WARNED: set = set()
+_FINGERPRINT: str | None = None
+
+
+class NkiLiteCacheWarning(UserWarning):
+    """The JIT disk cache was bypassed or an entry was refused (the kernel still runs)."""
+
+
+class CorruptEntry(ValueError):
+    """An entry whose bytes do not pass the header, checksum or metadata checks."""
+
+
+def _count(name: str) -> None:
+    with _STATS_LOCK:
+        STATS[name] += 1
+
+
+def warn_once(kind: str, where: str, message: str) -> None:
+    if (kind, where) in _WARNED:
+        return
+    _WARNED.add((kind, where))
+    warnings.warn(message, NkiLiteCacheWarning, stacklevel=2)
+
+
+# ---------------------------------------------------------------- knobs and location
+
+def enabled() -> bool:
+    return bool(config.get("NKI_LITE_DISK_CACHE"))
+
+
+def cache_dir() -> str:
+    d = config.get("NKI_LITE_CACHE_DIR")
+    if d:
+        return os.path.abspath(os.path.expanduser(d))
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nki_lite")
+
+
+def _uid() -> int | None:
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _private(st: os.stat_result) -> str | None:
+    """Why a stat result fails the ownership/permission rules (None if it passes)."""
+    uid = _uid()
+    if uid is not None and st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not {uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"group/world-writable (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def ready_dir() -> str | None:
+    """The cache directory, created 0700 if missing; None (after one warning) if it is unusable."""
+    d = cache_dir()
+    try:
+        if not os.path.isdir(d):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            try:
+                os.chmod(d, 0o700)       # exactly 0700 whatever the umask (we made it, or lost a race to
+            except OSError:              # another of our processes making it the same way)
+                pass
+        st = os.stat(d)
+    except OSError as e:
+        warn_once("dir", d, f"nki_lite JIT disk cache disabled: cannot create {d}: {e}")
+        return None
+    why = "not a directory" if not stat.S_ISDIR(st.st_mode) else _private(st)
+    if why:
+        warn_once("dir", d, f"nki_lite JIT disk cache bypassed: {d} is {why}; kernels are compiled in memory "
+                  "only (use a private directory: chmod 700, or set NKI_LITE_CACHE_DIR)")
+        return None
+    return d
+
+
+def entry_path(d: str, key: str) -> str:
+    return os.path.join(d, key + SUFFIX)
+
+
+# ---------------------------------------------------------------- keys
+
+def source_fingerprint() -> str:
+    """sha256 of the code generator's sources (FINGERPRINT_SOURCES), once per process: an edit to
+    codegen changes the machine code for the same tile IR, so it must change the key even when
+    the version number does not."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for rel in FINGERPRINT_SOURCES:
+            path = os.path.join(root, rel)
+            if rel.endswith("/"):
+                try:
+                    names = sorted(n for n in os.listdir(path) if n.endswith(".py"))
+                except OSError:
+                    names = []
+                files = [(rel + n, os.path.join(path, n)) for n in names]
+            else:
+                files = [(rel, path)]
+            for name, p in files:
+                try:
+                    with open(p, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    data = b"<missing>"
+                h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+        _FINGERPRINT = h.hexdigest()
+    return _FINGERPRINT
+
+
+def array_digest(a) -> str:
+    """sha256 of an array's dtype, shape and bytes (a const buffer's content)."""
+    import numpy as np
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}|{a.dtype}|{a.shape}|".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def entry_key(ir_text: str, const_digests, debug: bool, opt: int, host: dict, *,
+              version: str | None = None, fingerprint: str | None = None, extra: dict | None = None) -> str:
+    """The hex sha256 naming an entry. `host` is target.host_info() (triple, cpu, features, llvm,
+    llvmlite); `const_digests` is [(buffer name, digest)]; `extra` holds caller-specific ABI facts."""
+    if version is None:
+        import nki_lite
+        version = nki_lite.__version__
+    doc = {"format": FORMAT_VERSION, "ir": ir_text, "consts": [list(c) for c in const_digests],
+           "debug": bool(debug), "opt": int(opt), "nki_lite": version,
+           "sources": source_fingerprint() if fingerprint is None else fingerprint,
+           "llvmlite": host["llvmlite"], "llvm": host["llvm"], "triple": host["triple"], "cpu": host["cpu"],
+           "features": host["features"], "extra": extra or {}}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- entry format
+
+def encode(key: str, meta: dict, obj: bytes) -> bytes:
+    meta = dict(meta, key=key, format=FORMAT_VERSION)
+    mj = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+    payload = struct.pack("<I", len(mj)) + mj + bytes(obj)
+    return HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(payload), hashlib.sha256(payload).digest()) + payload
+
+
+def decode(data: bytes, key: str) -> tuple[dict, bytes]:
+    """(metadata, object code) of an entry that must belong to `key`; CorruptEntry otherwise."""
+    if len(data) < HEADER.size:
+        raise CorruptEntry(f"truncated header ({len(data)} bytes)")
+    magic, version, _, n, digest = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptEntry("bad magic")
+    if version != FORMAT_VERSION:
+        raise CorruptEntry(f"format version {version}, expected {FORMAT_VERSION}")
+    payload = data[HEADER.size:]
+    if len(payload) != n:
+        raise CorruptEntry(f"payload is {len(payload)} bytes, header says {n} (truncated or extended)")
+    if hashlib.sha256(payload).digest() != digest:
+        raise CorruptEntry("checksum mismatch")
+    if n < 4:
+        raise CorruptEntry("no metadata")
+    (mlen,) = struct.unpack_from("<I", payload)
+    if 4 + mlen > n:
+        raise CorruptEntry("metadata length past the payload")
+    try:
+        meta = json.loads(payload[4:4 + mlen].decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CorruptEntry(f"metadata is not JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise CorruptEntry("metadata is not an object")
+    if meta.get("key") != key:
+        raise CorruptEntry(f"foreign entry: metadata names key {str(meta.get('key'))[:16]}...")
+    if meta.get("format") != FORMAT_VERSION:
+        raise CorruptEntry("metadata format version mismatch")
+    return meta, payload[4 + mlen:]
+
+
+# ---------------------------------------------------------------- load / store
+
+def load(key: str) -> tuple[dict, bytes] | None:
+    """The (metadata, object code) stored under key, or None (missing, refused or corrupt)."""
+    d = ready_dir()
+    if d is None:
+        return None
+    path = entry_path(d, key)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        _count("misses")
+        return None
+    except OSError as e:                          # ELOOP: a symlink; EACCES: not ours
+        _count("refused")
+        warn_once("entry", path, f"nki_lite JIT disk cache: not loading {path}: {e}")
+        return None
+    try:
+        st = os.fstat(fd)
+        why = "not a regular file" if not stat.S_ISREG(st.st_mode) else _private(st)
+        if why:
+            _count("refused")
+            warn_once("entry", path, f"nki_lite JIT disk cache: not loading {path}: it is {why}; it will be "
+                      "replaced by a private entry")
+            return None
+        if st.st_size > MAX_ENTRY_BYTES:
+            data = b""
+        else:
+            chunks = []
+            while True:
+                c = os.read(fd, 1 << 20)
+                if not c:
+                    break
+                chunks.append(c)
+            data = b"".join(chunks)
+    except OSError as e:
+        warn_once("read", path, f"nki_lite JIT disk cache: cannot read {path}: {e}")
+        return None
+    finally:
+        os.close(fd)
+    try:
+        entry = decode(data, key)
+    except CorruptEntry as e:
+        reject(path, str(e))
+        return None
+    _count("hits")
+    return entry
+
+
+def reject(path_or_key: str, reason: str) -> None:
+    """Count and log an unusable entry (the caller recompiles and overwrites it)."""
+    _count("corrupt")
+    log.warning("nki_lite JIT disk cache: ignoring entry %s (%s); recompiling", os.path.basename(path_or_key),
+                reason)
+
+
+def store(key: str, meta: dict, obj: bytes) -> bool:
+    """Write an entry atomically (temp file + fsync + os.replace). False if the cache is unusable."""
+    d = ready_dir()
+    if d is None:
+        return False
+    data = encode(key, meta, obj)
+    tmp = os.path.join(d, f".{key[:16]}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    try:
+        fd = os.open(tmp, flags, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, entry_path(d, key))
+    except OSError as e:
+        _count("write_errors")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        warn_once("write", d, f"nki_lite JIT disk cache: cannot write to {d}: {e}")
+        return False
+    _count("writes")
+    return True
+
+
+def clear(d: str | None = None) -> int:
+    """Delete every entry (and stray temp file) in the cache directory; returns how many."""
+    d = d or cache_dir()
+    n = 0
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return 0
+    for name in names:
+        if name.endswith(SUFFIX) or (name.startswith(".") and name.endswith(".tmp")):
+            try:
+                os.unlink(os.path.join(d, name))
+                n += 1
+            except OSError:
+                pass
+    return n

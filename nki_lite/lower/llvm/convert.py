@@ -11,8 +11,7 @@ instructions they become):
   `define internal <ret> @fn_name(<arg> %x) alwaysinline nounwind { ... }`. The name is
   deterministic and unique per (conversion, dtype, width) — e.g. `nkl_dec_bfloat16_v16` — so a
   caller that includes each name once per module can never get two different bodies under one
-  name. Intrinsics (`llvm.ctlz`, `llvm.umin`, `llvm.umax`, `llvm.fptosi.sat`, `llvm.fptoui.sat`)
-  are called without `declare`: LLVM 22's parser declares intrinsics on first use, and an explicit
+  name. Intrinsics (`llvm.ctlz`, `llvm.umin`, `llvm.umax`) are called without `declare`: LLVM 22's parser declares intrinsics on first use, and an explicit
   `declare` elsewhere in the module does not conflict.
     decode(name, W)        <W x STORAGE> -> <W x float>    widen a float dtype to fp32, exactly
     encode(name, W)        <W x float>   -> <W x STORAGE>  round fp32 to a float dtype (RNE)
@@ -25,8 +24,10 @@ instructions they become):
   no fptrunc, no `half`/`bfloat` types, no vcvtneps2bf16, no float magic-add. They are therefore
   independent of MXCSR rounding mode and FTZ/DAZ: fp32 subnormal inputs and subnormal results are
   exact. Float -> bool tests the magnitude bits (an `fcmp` would see a DAZ-flushed subnormal as
-  0). `llvm.fpto[su]i.sat` truncates (vcvttps2*) and is exact under DAZ too (a subnormal truncates
-  to 0 either way). Int -> float conversions produce integers, never subnormals.
+  0). Float -> int clamps with fcmp/select against integer-valued constants and then truncates
+  (vcvttps2dq/udq): exact under DAZ too (a subnormal truncates to 0 either way) and independent of
+  the rounding mode. Int -> float (vcvt[u]dq2ps) rounds by MXCSR: RNE is the process default and
+  the contract. It never produces subnormals.
 - Bool storage is read as "byte != 0" (numpy writes 0/1) and written as 0/1.
 """
 from __future__ import annotations

@@ -39,6 +39,41 @@ def _per_partition(em, P: int, env: dict):
         yield {**env, axis_var(0): p}
 
 
+def _vector_reduce_ok(em, instr, src: ir.Access, axes, lanes) -> bool:
+    """One reduced axis, the innermost, contiguous: 16-element chunks are exactly the lanes."""
+    if not em.vectorize or lanes is None or len(axes) != 1 or axes[0] != len(src.shape) - 1:
+        return False
+    vax = axis_var(axes[0])
+    if src.shape[-1] < LANES or em.flat_index(src).coeff(vax) != 1:
+        return False
+    return instr.mask is None or vax not in instr.mask.vars()
+
+
+def _vector_lanes(em, instr, src: ir.Access, axis: int, env: dict, lanes: Lanes, anyl) -> None:
+    B = em.b
+    vax = axis_var(axis)
+    n = src.shape[axis]
+    nv = n // LANES
+    VT = f"<{LANES} x float>"
+    live = em.mask_value(instr.mask, env)
+    with (B.if_(live, "vrm") if live is not None else contextlib.nullcontext()):
+        if anyl:
+            B.emit(f"store i1 true, ptr {anyl}, align 1")
+        with B.loop(nv, "vr") as c:
+            start = B.op(f"mul nsw i64 {c}, {LANES}")
+            em.W, em.vaxis = LANES, vax
+            try:
+                x = em.operand(src, {**env, vax: start}, "f32")
+                old = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
+                B.emit(f"store {VT} {alu_op(em, lanes.op, old, x, 'f32')}, ptr {lanes.ptr}, align 64")
+            finally:
+                em.W, em.vaxis = 1, None
+        if n % LANES:
+            with B.loop(n - nv * LANES, "vrt") as t:
+                k = B.op(f"add nsw i64 {t}, {nv * LANES}")
+                lanes.add(k, em.operand(src, {**env, vax: k}, "f32"))
+
+
 @rule("llvm", "tensor_reduce")
 def _tensor_reduce(em, instr, ctx):
     B = em.b
@@ -66,21 +101,37 @@ def _tensor_reduce(em, instr, ctx):
             B.emit(f"store i64 {identity(op, 'i64')}, ptr {iacc}, align 8")
         if anyl:
             B.emit(f"store i1 false, ptr {anyl}, align 1")
-        with contextlib.ExitStack() as inner:
-            ienv = dict(env)
-            for a, n in zip(axes, red_shape):
-                ienv[axis_var(a)] = inner.enter_context(B.loop(n, f"rr{a}_")) if n > 1 else "0"
-            live = em.mask_value(instr.mask, ienv)
-            em.check_element(slow, live, ctx, ienv, (src,))
-            with (B.if_(live, "rm") if live is not None else contextlib.nullcontext()):
-                x = em.operand(src, ienv, dom)
-                if lanes:
-                    lanes.add(em.affine(k_expr, ienv), x)
-                else:
-                    old = B.op(f"load i64, ptr {iacc}, align 8")
-                    B.emit(f"store i64 {alu_op(em, op, old, x, 'i64')}, ptr {iacc}, align 8")
-                if anyl:
-                    B.emit(f"store i1 true, ptr {anyl}, align 1")
+        def scalar_path():
+            with contextlib.ExitStack() as inner:
+                ienv = dict(env)
+                for a, n in zip(axes, red_shape):
+                    ienv[axis_var(a)] = inner.enter_context(B.loop(n, f"rr{a}_")) if n > 1 else "0"
+                live = em.mask_value(instr.mask, ienv)
+                em.check_element(slow, live, ctx, ienv, (src,))
+                with (B.if_(live, "rm") if live is not None else contextlib.nullcontext()):
+                    x = em.operand(src, ienv, dom)
+                    if lanes:
+                        lanes.add(em.affine(k_expr, ienv), x)
+                    else:
+                        old = B.op(f"load i64, ptr {iacc}, align 8")
+                        B.emit(f"store i64 {alu_op(em, op, old, x, 'i64')}, ptr {iacc}, align 8")
+                    if anyl:
+                        B.emit(f"store i1 true, ptr {anyl}, align 1")
+
+        if not _vector_reduce_ok(em, instr, src, axes, lanes):
+            scalar_path()
+        elif slow is None:
+            _vector_lanes(em, instr, src, axes[0], env, lanes, anyl)
+        else:                               # masked and possibly out of bounds: per-element checks
+            fast, slow_b, done = B.new_label("rf"), B.new_label("rs"), B.new_label("rd")
+            B.cond_br(B.op(f"xor i1 {slow}, true"), fast, slow_b)
+            B.block(fast)
+            _vector_lanes(em, instr, src, axes[0], env, lanes, anyl)
+            B.br(done)
+            B.block(slow_b)
+            scalar_path()
+            B.br(done)
+            B.block(done)
         r = lanes.combine() if lanes else B.op(f"load i64, ptr {iacc}, align 8")
         if instr.attr("negate"):
             r = B.op(f"fneg float {r}") if lanes else B.op(f"sub i64 0, {r}")

@@ -24,11 +24,18 @@ pytestmark = pytest.mark.skipif(not jit_supported(), reason="the LLVM JIT does n
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0
 
 
+def enable(monkeypatch, d):
+    monkeypatch.setenv("NKI_LITE_CACHE_DIR", str(d))
+    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "1")
+    # sources edited while this worker runs would bypass the cache: ignore that here (see the sources test)
+    monkeypatch.setattr(DC, "_START", float("inf"))
+    monkeypatch.setattr(DC, "_SOURCES_CHANGED", None)
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     d = tmp_path / "nkl_cache"
-    monkeypatch.setenv("NKI_LITE_CACHE_DIR", str(d))
-    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "1")
+    enable(monkeypatch, d)
     jit.CACHE.clear()
     yield d
     jit.CACHE.clear()
@@ -99,6 +106,17 @@ def test_key_reads_debug_and_opt_knobs_at_call_time(cache, monkeypatch):
 
 def test_source_fingerprint_is_stable():
     assert DC.source_fingerprint() == DC.source_fingerprint() and len(DC.source_fingerprint()) == 64
+    assert any(p.endswith("codegen.py") for p in DC._SOURCE_FILES)
+
+
+def test_sources_edited_while_running_bypass_the_cache(cache, monkeypatch):
+    fresh_call(_scale_add, X, Y)
+    monkeypatch.setattr(DC, "_START", 0.0)               # as if every source changed after the start
+    monkeypatch.setattr(DC, "_SOURCES_CHANGED", None)
+    info = {}
+    w = _count_cache_warnings(lambda: info.update(fresh_call(_scale_add, X, Y)[0]))
+    assert (info["compiles"], info["disk_hits"]) == (1, 0)
+    assert len(w) == 1 and "changed after the process started" in str(w[0].message)
 
 
 # ---------------------------------------------------------------- the happy path, in process
@@ -126,8 +144,7 @@ def test_entry_roundtrip_in_process(cache):
 
 def test_directory_is_created_0700_with_parents(tmp_path, monkeypatch):
     d = tmp_path / "a" / "b" / "cache"
-    monkeypatch.setenv("NKI_LITE_CACHE_DIR", str(d))
-    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "1")
+    enable(monkeypatch, d)
     old = os.umask(0o000)                                  # even with a permissive umask
     try:
         fresh_call(_scale_add, X, Y)
@@ -310,11 +327,30 @@ def test_disable_switch_is_read_at_call_time(cache, monkeypatch):
     assert len(entries(cache)) == 1
 
 
+def test_prune_drops_least_recently_used_entries(cache, monkeypatch):
+    fresh_call(_scale_add, X, Y)
+    (first,) = entries(cache)
+    fresh_call(_other, X, Y)
+    a = cache / first                                     # _scale_add's entry
+    b = next(cache / n for n in entries(cache) if n != first)
+    os.utime(a, (1000, 1000))
+    os.utime(b, (2000, 2000))
+    stray = cache / ".0123.456.abc.tmp"
+    stray.write_bytes(b"x")
+    os.utime(stray, (0, 0))
+    fresh_call(_scale_add, X, Y)                          # a hit refreshes the entry's mtime
+    assert os.stat(a).st_mtime > 2000
+    size = os.stat(a).st_size + os.stat(b).st_size
+    assert DC.prune(str(cache), max_bytes=size + 10) == 1 and not stray.exists()   # only the stray file
+    assert DC.prune(str(cache), max_bytes=size - 1) == 1 and a.exists() and not b.exists()
+    monkeypatch.setenv("NKI_LITE_CACHE_MAX_MB", "0")
+    assert DC.prune(str(cache)) == 0
+
+
 def test_unwritable_location_warns_and_still_runs(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv("NKI_LITE_CACHE_DIR", str(blocker / "cache"))
-    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "1")
+    enable(monkeypatch, blocker / "cache")
     info = {}
     try:
         w = _count_cache_warnings(lambda: info.update(fresh_call(_scale_add, X, Y)[0]))

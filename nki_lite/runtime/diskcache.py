@@ -17,6 +17,12 @@ Contract (docs/jit_cache.md has the long form):
   (one warning per entry); a fresh private entry replaces it after the recompile.
 - Writes are atomic: a 0600 temp file in the same directory, fsync, `os.replace`. Concurrent writers
   of one key each replace the entry with identical content; readers see a whole old or new file.
+- The key includes a fingerprint of the code generator's sources. If one of those files changes
+  while the process runs (mtime after the process started), the code in memory may not be what the
+  files say: the cache is bypassed for the rest of the process (one warning).
+- Size: after the first store of a process and every 64th store after that, the oldest entries (by
+  mtime; a hit refreshes it) are deleted until the directory holds at most 80% of
+  `NKI_LITE_CACHE_MAX_MB` (0: unbounded).
 - Cache failures never fail a kernel call: they warn (once per directory and reason) and fall back.
 """
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import stat
 import struct
 import threading
+import time
 import warnings
 
 from .. import config
@@ -48,6 +55,11 @@ STATS = {"hits": 0, "misses": 0, "corrupt": 0, "refused": 0, "writes": 0, "write
 _STATS_LOCK = threading.Lock()
 _WARNED: set = set()
 _FINGERPRINT: str | None = None
+_SOURCE_FILES: list = []
+_SOURCES_CHANGED: str | None = None
+_STORES = 0
+_IMPORTED_AT = time.time()
+PRUNE_EVERY = 64
 
 
 class NkiLiteCacheWarning(UserWarning):
@@ -102,6 +114,11 @@ def _private(st: os.stat_result) -> str | None:
 def ready_dir() -> str | None:
     """The cache directory, created 0700 if missing; None (after one warning) if it is unusable."""
     d = cache_dir()
+    changed = sources_changed()
+    if changed:
+        warn_once("sources", "", f"nki_lite JIT disk cache bypassed for this process: {changed} changed after "
+                  "the process started, so the code generator in memory may not match the sources on disk")
+        return None
     try:
         if not os.path.isdir(d):
             os.makedirs(d, mode=0o700, exist_ok=True)
@@ -127,10 +144,50 @@ def entry_path(d: str, key: str) -> str:
 
 # ---------------------------------------------------------------- keys
 
+def _process_start() -> float:
+    """Wall-clock start of this process (Linux: from /proc, rounded down; elsewhere: when this module
+    was imported, which is later than the imports of the IR modules)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED_AT
+
+
+def sources_changed() -> str | None:
+    """The first fingerprinted source file modified after this process started (None if none)."""
+    global _SOURCES_CHANGED
+    if _SOURCES_CHANGED is None:
+        source_fingerprint()
+        start = _process_start_cached()
+        for path in _SOURCE_FILES:
+            try:
+                if os.stat(path).st_mtime > start:
+                    _SOURCES_CHANGED = path
+                    break
+            except OSError:
+                _SOURCES_CHANGED = path
+                break
+    return _SOURCES_CHANGED or None
+
+
+_START: float | None = None
+
+
+def _process_start_cached() -> float:
+    global _START
+    if _START is None:
+        _START = _process_start()
+    return _START
+
+
 def source_fingerprint() -> str:
     """sha256 of the code generator's sources (FINGERPRINT_SOURCES), once per process: an edit to
     codegen changes the machine code for the same tile IR, so it must change the key even when
-    the version number does not."""
+    the version number does not (`sources_changed` covers edits made while a process runs)."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,6 +203,7 @@ def source_fingerprint() -> str:
             else:
                 files = [(rel, path)]
             for name, p in files:
+                _SOURCE_FILES.append(p)
                 try:
                     with open(p, "rb") as f:
                         data = f.read()
@@ -259,14 +317,19 @@ def load(key: str) -> tuple[dict, bytes] | None:
             data = b"".join(chunks)
     except OSError as e:
         warn_once("read", path, f"nki_lite JIT disk cache: cannot read {path}: {e}")
-        return None
-    finally:
         os.close(fd)
+        return None
     try:
         entry = decode(data, key)
     except CorruptEntry as e:
+        os.close(fd)
         reject(path, str(e))
         return None
+    try:
+        os.utime(fd if os.utime in os.supports_fd else path)     # recently used: pruned last
+    except OSError:
+        pass
+    os.close(fd)
     _count("hits")
     return entry
 
@@ -306,7 +369,49 @@ def store(key: str, meta: dict, obj: bytes) -> bool:
         warn_once("write", d, f"nki_lite JIT disk cache: cannot write to {d}: {e}")
         return False
     _count("writes")
+    global _STORES
+    _STORES += 1
+    if _STORES % PRUNE_EVERY == 1:
+        prune(d)
     return True
+
+
+def prune(d: str, max_bytes: int | None = None) -> int:
+    """Delete the least recently used entries until the directory holds at most 80% of the limit
+    (NKI_LITE_CACHE_MAX_MB); returns how many were deleted. Stray temp files older than an hour go too."""
+    if max_bytes is None:
+        max_bytes = config.get("NKI_LITE_CACHE_MAX_MB") << 20
+    entries, total, now, n = [], 0, time.time(), 0
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.name.endswith(SUFFIX):
+                    entries.append((st.st_mtime, st.st_size, e.path))
+                    total += st.st_size
+                elif e.name.startswith(".") and e.name.endswith(".tmp") and now - st.st_mtime > 3600:
+                    try:                                   # a crashed writer's leftover
+                        os.unlink(e.path)
+                        n += 1
+                    except OSError:
+                        pass
+    except OSError:
+        return n
+    if 0 < max_bytes < total:
+        goal = max_bytes * 4 // 5
+        for _, size, path in sorted(entries):
+            if total <= goal:
+                break
+            try:
+                os.unlink(path)
+                n += 1
+            except OSError:
+                pass
+            total -= size
+    return n
 
 
 def clear(d: str | None = None) -> int:

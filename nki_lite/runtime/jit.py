@@ -215,7 +215,6 @@ class CompiledKernel:
         where = self._env_text(status, site)
         print(f"{instr.attr('prefix')}{' [' + where + ']' if where else ''}\n{v}")
 
-
     # ---- the disk cache's view
     def entry_meta(self) -> dict | None:
         """JSON-able metadata for a disk-cache entry (None if a site is not an instruction of the

@@ -166,11 +166,15 @@ class Emitter:
         align = D.itemsize(self.bufs[acc.buffer].dtype)
         if self.W > 1 and self.vcoeff(acc) == 1:
             return self.b.op(f"load <{self.W} x {ty}>, ptr {p}, align {align}")
+        if self.W > 1 and self.vcoeff(acc) != 0:
+            raise AssertionError(f"vector load of an access strided along the vector axis: {acc}")
         v = self.b.op(f"load {ty}, ptr {p}, align {align}")
         return self.broadcast(v, ty)
 
     def store_raw(self, acc: ir.Access, env: dict, val: str) -> None:
         ty = self.storage(acc.buffer)
+        if self.W > 1 and self.vcoeff(acc) != 1:
+            raise AssertionError(f"vector store to an access not contiguous along the vector axis: {acc}")
         p = self.elem_ptr(acc, env)
         self.b.emit(f"store {self.vt(ty)} {val}, ptr {p}, align {D.itemsize(self.bufs[acc.buffer].dtype)}")
 

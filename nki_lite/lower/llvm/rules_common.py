@@ -171,8 +171,9 @@ def _aliases(em, dst: ir.Access, ins) -> bool:
 
 def scratch_bytes(kernel: ir.Kernel, instr: ir.Instr) -> int:
     bufs = kernel.buffer_map
-    if instr.op == "nc_matmul":
-        return instr.out.shape[0] * instr.out.shape[1] * 4
+    if instr.op == "nc_matmul":                # fp32 accumulators + fp32 copies of both operands
+        (K, M), N = instr.ins[0].shape, instr.ins[1].shape[1]
+        return (M * N + K * M + K * N) * 4
     if instr.op == "device_print":
         acc = instr.ins[0]
         n = 1

@@ -9,7 +9,7 @@ from ..affine import axis_var
 from ..ops import rule
 from . import mathlib as ML
 from .irbuilder import f32
-from .rules_common import alu_op, alu_rev, domain, elementwise
+from .rules_common import LANES, alu_op, alu_rev, domain, elementwise
 
 
 def _width(em, instr) -> int:
@@ -151,10 +151,38 @@ def _scan(em, instr, ctx):
                 em.store_raw(dst, env, _finish(em, dst, x, "f32"))
 
 
+def _to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
+    """Widen a 2-D operand tile [R, C] to a contiguous fp32 copy at `base` (decoded once per
+    instruction, not once per use); 16-wide along C when the tile is contiguous there."""
+    B = em.b
+    R, C = acc.shape
+    vec = em.vectorize and C >= LANES and em.flat_index(acc).coeff(axis_var(1)) == 1
+    with B.loop(R, "dr") as r:
+        row = B.op(f"mul nsw i64 {r}, {C}")
+        nv = C // LANES if vec else 0
+        if nv:
+            with B.loop(nv, "dc") as c:
+                start = B.op(f"mul nsw i64 {c}, {LANES}")
+                em.W, em.vaxis = LANES, axis_var(1)
+                try:
+                    v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): start}, "f32")
+                finally:
+                    em.W, em.vaxis = 1, None
+                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {start}')}")
+                B.emit(f"store <{LANES} x float> {v}, ptr {q}, align 4")
+        if C - nv * LANES:
+            with B.loop(C - nv * LANES, "dt") as t:
+                col = B.op(f"add nsw i64 {t}, {nv * LANES}")
+                v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): col}, "f32")
+                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {col}')}")
+                B.emit(f"store float {v}, ptr {q}, align 4")
+
+
 @rule("llvm", "nc_matmul")
 def _matmul(em, instr, ctx):
     """acc[m,n] starts at the PSUM value (accumulate) or the first product, then adds products in
-    k order (fused multiply-add for fp32 inputs); finally canonicalise and store."""
+    k order (fused multiply-add for fp32 inputs); finally canonicalise and store. Operands are
+    widened to fp32 once; the n loop runs 16 columns at a time (each element's k order unchanged)."""
     B = em.b
     dst = instr.out
     s_acc, m_acc = instr.ins
@@ -163,46 +191,88 @@ def _matmul(em, instr, ctx):
     em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
     fused = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
     acc_base = em.scratch_ptr()
+    s_base = em.scratch_ptr(M * N * 4)
+    m_base = em.scratch_ptr(M * N * 4 + K * M * 4)
+    _to_scratch_f32(em, s_acc, ctx.env, s_base)
+    _to_scratch_f32(em, m_acc, ctx.env, m_base)
+    nv = N // LANES if em.vectorize else 0
+    VT = f"<{LANES} x float>"
     if fused:
         em.declare("declare float @llvm.fma.f32(float, float, float)")
+        em.declare(f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})")
 
-    def acc_ptr(m, n):
-        off = B.op(f"mul nsw i64 {m}, {N}")
-        off = B.op(f"add nsw i64 {off}, {n}")
-        return B.op(f"getelementptr inbounds float, ptr {acc_base}, i64 {off}")
+    def at(base, row, ncols, col):
+        off = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {row}, {ncols}')}, {col}")
+        return B.op(f"getelementptr inbounds float, ptr {base}, i64 {off}")
 
-    def sval(k, m):
-        return em.operand(s_acc, {**ctx.env, axis_var(0): k, axis_var(1): m}, "f32")
+    dst_vec = em.flat_index(dst).coeff(axis_var(1)) == 1     # PSUM row contiguous: vector init/finish
 
-    def mval(k, n):
-        return em.operand(m_acc, {**ctx.env, axis_var(0): k, axis_var(1): n}, "f32")
+    def over_n(body, vec=True):
+        """body(col, width) for 16-wide chunks then the scalar tail."""
+        n16 = nv if vec else 0
+        if n16:
+            with B.loop(n16, "mv") as c:
+                body(B.op(f"mul nsw i64 {c}, {LANES}"), LANES)
+        if N - n16 * LANES:
+            with B.loop(N - n16 * LANES, "mt") as t:
+                body(B.op(f"add nsw i64 {t}, {n16 * LANES}"), 1)
+
+    def ty(w):
+        return VT if w > 1 else "float"
 
     accumulate = bool(instr.attr("accumulate"))
     with B.loop(M, "mm") as m:
-        sv0 = None if accumulate else sval("0", m)
-        with B.loop(N, "mn") as n:
-            if accumulate:
-                v = em.operand(dst, {**ctx.env, axis_var(0): m, axis_var(1): n}, "f32")
-            else:
-                v = B.op(f"fmul float {sv0}, {mval('0', n)}")
-            B.emit(f"store float {v}, ptr {acc_ptr(m, n)}, align 4")
+        if accumulate:
+            def init(col, w):
+                em.W, em.vaxis = w, (axis_var(1) if w > 1 else None)
+                try:
+                    v = em.operand(dst, {**ctx.env, axis_var(0): m, axis_var(1): col}, "f32")
+                finally:
+                    em.W, em.vaxis = 1, None
+                B.emit(f"store {ty(w)} {v}, ptr {at(acc_base, m, N, col)}, align 4")
+            over_n(init, dst_vec)
+        else:
+            s0 = B.op(f"load float, ptr {at(s_base, '0', M, m)}, align 4")
+
+            def init(col, w):
+                sv = s0 if w == 1 else _splat(em, s0)
+                mv = B.op(f"load {ty(w)}, ptr {at(m_base, '0', N, col)}, align 4")
+                B.emit(f"store {ty(w)} {B.op(f'fmul {ty(w)} {sv}, {mv}')}, ptr {at(acc_base, m, N, col)}, align 4")
+            over_n(init)
     start = 0 if accumulate else 1
     if K > start:
         with B.loop(K - start, "mk") as k0:
             k = B.op(f"add nsw i64 {k0}, {start}")
             with B.loop(M, "mm") as m:
-                sv = sval(k, m)
-                with B.loop(N, "mn") as n:
-                    q = acc_ptr(m, n)
-                    old = B.op(f"load float, ptr {q}, align 4")
-                    mv = mval(k, n)
+                s1 = B.op(f"load float, ptr {at(s_base, k, M, m)}, align 4")
+                s16 = _splat(em, s1) if nv else None
+
+                def step(col, w):
+                    q = at(acc_base, m, N, col)
+                    old = B.op(f"load {ty(w)}, ptr {q}, align 4")
+                    mv = B.op(f"load {ty(w)}, ptr {at(m_base, k, N, col)}, align 4")
+                    sv = s1 if w == 1 else s16
                     if fused:
-                        new = B.op(f"call float @llvm.fma.f32(float {sv}, float {mv}, float {old})")
+                        fn = "llvm.fma.f32" if w == 1 else f"llvm.fma.v{LANES}f32"
+                        new = B.op(f"call {ty(w)} @{fn}({ty(w)} {sv}, {ty(w)} {mv}, {ty(w)} {old})")
                     else:
-                        prod = B.op(f"fmul float {sv}, {mv}")
-                        new = B.op(f"fadd float {old}, {prod}")
-                    B.emit(f"store float {new}, ptr {q}, align 4")
+                        new = B.op(f"fadd {ty(w)} {old}, {B.op(f'fmul {ty(w)} {sv}, {mv}')}")
+                    B.emit(f"store {ty(w)} {new}, ptr {q}, align 4")
+                over_n(step)
     with B.loop(M, "mm") as m:
-        with B.loop(N, "mn") as n:
-            v = B.op(f"load float, ptr {acc_ptr(m, n)}, align 4")
-            em.store_raw(dst, {**ctx.env, axis_var(0): m, axis_var(1): n}, _finish(em, dst, v, "f32"))
+        def fin(col, w):
+            v = B.op(f"load {ty(w)}, ptr {at(acc_base, m, N, col)}, align 4")
+            em.W, em.vaxis = w, (axis_var(1) if w > 1 else None)
+            try:
+                em.store_raw(dst, {**ctx.env, axis_var(0): m, axis_var(1): col}, _finish(em, dst, v, "f32"))
+            finally:
+                em.W, em.vaxis = 1, None
+        over_n(fin, dst_vec)
+
+
+def _splat(em, scalar: str) -> str:
+    em.W = LANES
+    try:
+        return em.broadcast(scalar, "float")
+    finally:
+        em.W = 1

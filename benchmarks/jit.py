@@ -1,0 +1,119 @@
+"""nki_lite JIT vs numpy, one process, one thread on both sides (prints a table; never asserts).
+
+    python benchmarks/jit.py [--quick]
+
+BLAS is limited to one thread with threadpoolctl (if installed); nki_lite runs single-threaded
+today. Each row: median of >= 7 interleaved runs (nki_lite, numpy, nki_lite, ...), output buffers
+preallocated on the numpy side (`out=` everywhere, the "careful" form).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+
+os.environ.setdefault("NKI_LITE_DEBUG", "0")
+
+import nki_lite as nki  # noqa: E402
+import nki_lite.language as nl  # noqa: E402
+from nki_lite.stdlib.matmul import tiled_matmul  # noqa: E402
+from nki_lite.stdlib.softmax import row_softmax  # noqa: E402
+
+
+@nki.jit
+def chain5(x, y):
+    """((x * y + x) * 0.5 - y) max 0, over [128, F] tiles: 5 elementwise ops per element."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    rows, cols = x.shape
+    for i in nl.affine_range(rows // 128):
+        for j in nl.affine_range(cols // 2048):
+            a = nl.load(x[i * 128:(i + 1) * 128, j * 2048:(j + 1) * 2048])
+            b = nl.load(y[i * 128:(i + 1) * 128, j * 2048:(j + 1) * 2048])
+            t = nl.maximum(nl.subtract(nl.multiply(nl.add(nl.multiply(a, b), a), 0.5), b), 0.0)
+            nl.store(out[i * 128:(i + 1) * 128, j * 2048:(j + 1) * 2048], t)
+    return out
+
+
+def numpy_softmax(x, out, tmp):
+    np.max(x, axis=1, keepdims=True, out=tmp)
+    np.subtract(x, tmp, out=out)
+    np.exp(out, out=out)
+    np.sum(out, axis=1, keepdims=True, out=tmp)
+    np.reciprocal(tmp, out=tmp)
+    np.multiply(out, tmp, out=out)
+
+
+def numpy_chain(x, y, out):
+    np.multiply(x, y, out=out)
+    np.add(out, x, out=out)
+    np.multiply(out, 0.5, out=out)
+    np.subtract(out, y, out=out)
+    np.maximum(out, 0.0, out=out)
+
+
+def interleaved(fa, fb, reps):
+    ta, tb = [], []
+    fa(), fb()
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fa()
+        t1 = time.perf_counter()
+        fb()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    reps = 7
+    rng = np.random.default_rng(0)
+    try:
+        from threadpoolctl import threadpool_limits
+        limiter = threadpool_limits(1)
+    except ImportError:
+        limiter = None
+        print("(threadpoolctl not installed: numpy's BLAS may use several threads)")
+    rows = []
+
+    n = 1024 if quick else 4096
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    out, tmp = np.empty_like(x), np.empty((n, 1), np.float32)
+    a, b = interleaved(lambda: row_softmax(x), lambda: numpy_softmax(x, out, tmp), reps)
+    rows.append((f"row softmax {n}x{n} fp32", a, b))
+
+    m = 4096 * 4096 if not quick else 1024 * 1024            # 64 MB per fp32 operand (quick: 4 MB)
+    r = 128 * (m // (128 * 2048) or 1)
+    cols = m // r // 2048 * 2048
+    xs = rng.standard_normal((r, cols)).astype(np.float32)
+    ys = rng.standard_normal((r, cols)).astype(np.float32)
+    oc = np.empty_like(xs)
+    a, b = interleaved(lambda: chain5(xs, ys), lambda: numpy_chain(xs, ys, oc), reps)
+    rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b))
+
+    for size in ((1024,) if quick else (1024, 2048)):
+        lhsT = rng.standard_normal((size, size)).astype(np.float32)
+        rhs = rng.standard_normal((size, size)).astype(np.float32)
+        mo = np.empty((size, size), np.float32)
+        a, b = interleaved(lambda: tiled_matmul(lhsT, rhs), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
+        rows.append((f"tiled matmul {size}^3 fp32", a, b))
+        l8 = lhsT.astype(ml_dtypes.float8_e4m3)
+        r8 = rhs.astype(ml_dtypes.float8_e4m3)
+        a, b = interleaved(lambda: tiled_matmul(l8, r8),
+                           lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps)
+        rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b))
+
+    print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
+    for name, a, b in rows:
+        print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
+    if limiter is not None:
+        limiter.restore_original_limits()
+
+
+if __name__ == "__main__":
+    main()

@@ -240,25 +240,81 @@ def _matmul(em, instr, ctx):
                 B.emit(f"store {ty(w)} {B.op(f'fmul {ty(w)} {sv}, {mv}')}, ptr {at(acc_base, m, N, col)}, align 4")
             over_n(init)
     start = 0 if accumulate else 1
-    if K > start:
+
+    def mac(sv, mv, old, w):
+        """old + sv*mv: one fused multiply-add for fp32 inputs, else multiply then add (both exact
+        per the contract: narrower inputs have exact fp32 products)."""
+        if fused:
+            fn = "llvm.fma.f32" if w == 1 else f"llvm.fma.v{LANES}f32"
+            return B.op(f"call {ty(w)} @{fn}({ty(w)} {sv}, {ty(w)} {mv}, {ty(w)} {old})")
+        return B.op(f"fadd {ty(w)} {old}, {B.op(f'fmul {ty(w)} {sv}, {mv}')}")
+
+    def generic(rows: tuple[int, int], cols: tuple[int, int]):
+        """acc[rows, cols] += over k, accumulators in memory (16-wide along n, scalar tail)."""
+        (r0, r1), (c0, c1) = rows, cols
+        if r1 <= r0 or c1 <= c0:
+            return
+        n16 = (c1 - c0) // LANES if em.vectorize else 0
         with B.loop(K - start, "mk") as k0:
             k = B.op(f"add nsw i64 {k0}, {start}")
-            with B.loop(M, "mm") as m:
+            with B.loop(r1 - r0, "mm") as mi:
+                m = B.op(f"add nsw i64 {mi}, {r0}")
                 s1 = B.op(f"load float, ptr {at(s_base, k, M, m)}, align 4")
-                s16 = _splat(em, s1) if nv else None
+                s16 = _splat(em, s1) if n16 else None
 
                 def step(col, w):
                     q = at(acc_base, m, N, col)
                     old = B.op(f"load {ty(w)}, ptr {q}, align 4")
                     mv = B.op(f"load {ty(w)}, ptr {at(m_base, k, N, col)}, align 4")
-                    sv = s1 if w == 1 else s16
-                    if fused:
-                        fn = "llvm.fma.f32" if w == 1 else f"llvm.fma.v{LANES}f32"
-                        new = B.op(f"call {ty(w)} @{fn}({ty(w)} {sv}, {ty(w)} {mv}, {ty(w)} {old})")
-                    else:
-                        new = B.op(f"fadd {ty(w)} {old}, {B.op(f'fmul {ty(w)} {sv}, {mv}')}")
-                    B.emit(f"store {ty(w)} {new}, ptr {q}, align 4")
-                over_n(step)
+                    B.emit(f"store {ty(w)} {mac(s1 if w == 1 else s16, mv, old, w)}, ptr {q}, align 4")
+                if n16:
+                    with B.loop(n16, "gv") as c:
+                        step(B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {LANES}')}, {c0}"), LANES)
+                if (c1 - c0) - n16 * LANES:
+                    with B.loop((c1 - c0) - n16 * LANES, "gt") as t:
+                        step(B.op(f"add nsw i64 {t}, {c0 + n16 * LANES}"), 1)
+
+    def micro_kernel(MR: int, NR: int):
+        """Register-blocked MR x (NR*16) blocks: accumulators stay in registers across the whole k
+        loop (an alloca with constant indices that LLVM promotes), each element still summed in k order."""
+        nbm, nbn = M // MR, N // (NR * LANES)
+        accs = em.entry_alloca(f"[{MR * NR} x {VT}]", "uk")
+
+        def slot(i, j):
+            return B.op(f"getelementptr inbounds [{MR * NR} x {VT}], ptr {accs}, i64 0, i64 {i * NR + j}")
+        with B.loop(nbm, "bm") as bm:
+            m0 = B.op(f"mul nsw i64 {bm}, {MR}")
+            with B.loop(nbn, "bn") as bn:
+                n0 = B.op(f"mul nsw i64 {bn}, {NR * LANES}")
+                rows = [B.op(f"add nsw i64 {m0}, {i}") for i in range(MR)]
+                cols = [B.op(f"add nsw i64 {n0}, {j * LANES}") for j in range(NR)]
+                for i in range(MR):
+                    for j in range(NR):
+                        v = B.op(f"load {VT}, ptr {at(acc_base, rows[i], N, cols[j])}, align 4")
+                        B.emit(f"store {VT} {v}, ptr {slot(i, j)}, align 64")
+                with B.loop(K - start, "uk") as k0:
+                    k = B.op(f"add nsw i64 {k0}, {start}")
+                    bv = [B.op(f"load {VT}, ptr {at(m_base, k, N, cols[j])}, align 4") for j in range(NR)]
+                    for i in range(MR):
+                        a = _splat(em, B.op(f"load float, ptr {at(s_base, k, M, rows[i])}, align 4"))
+                        for j in range(NR):
+                            q = slot(i, j)
+                            old = B.op(f"load {VT}, ptr {q}, align 64")
+                            B.emit(f"store {VT} {mac(a, bv[j], old, LANES)}, ptr {q}, align 64")
+                for i in range(MR):
+                    for j in range(NR):
+                        v = B.op(f"load {VT}, ptr {slot(i, j)}, align 64")
+                        B.emit(f"store {VT} {v}, ptr {at(acc_base, rows[i], N, cols[j])}, align 4")
+        return nbm * MR, nbn * NR * LANES
+
+    if K > start:
+        MR, NR = 8, 3                      # 24 zmm accumulators + 3 B vectors + 1 broadcast <= 32 (LLVM_NOTES)
+        if em.vectorize and M >= MR and N >= NR * LANES:
+            mb, nb = micro_kernel(MR, NR)
+            generic((0, mb), (nb, N))      # right edge of the blocked rows
+            generic((mb, M), (0, N))       # bottom rows
+        else:
+            generic((0, M), (0, N))
     with B.loop(M, "mm") as m:
         def fin(col, w):
             v = B.op(f"load {ty(w)}, ptr {at(acc_base, m, N, col)}, align 4")

@@ -35,7 +35,6 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -85,6 +84,11 @@ OPS = {
 
 def _dt(name: str) -> str:
     return "nl.bool_" if name == "bool" else f"nl.{name}"
+
+
+def _dtk(name: str | None) -> str | None:
+    """dtype= keyword text (None: no keyword)."""
+    return _dt(name) if name else None
 
 
 def _lit(v) -> str:
@@ -189,14 +193,16 @@ class InputSpec:
     mutable: bool = False
 
 
-@dataclass
 class Case:
-    kernel: object                       # nki_lite Kernel with its grid bound
-    args: tuple
-    source: str
-    grid: tuple
-    inputs: list
-    init_full: bool
+    """A generated kernel (grid bound) and its arguments; repr() is the kernel's source (a repro)."""
+
+    def __init__(self, kernel, args: tuple, source: str, grid: tuple, inputs: list, init_full: bool):
+        self.kernel = kernel
+        self.args = args
+        self.source = source
+        self.grid = grid
+        self.inputs = inputs
+        self.init_full = init_full
 
     def fresh_args(self) -> tuple:
         """Copies of the arguments (mutable parameters are written by a call)."""
@@ -204,8 +210,11 @@ class Case:
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}{' mutable' if s.mutable else ''}" for s in self.inputs)
-        g = f"[{', '.join(map(str, self.grid))}]" if self.grid else ""
-        return f"Case(grid={g or '()'}, inputs=({ins}))\n{self.source}"
+        g = f"[{', '.join(map(str, self.grid))}]" if self.grid else "()"
+        return f"<generated kernel, grid={g}, inputs=({ins}):\n{self.source}>"
+
+    def _repr_pretty_(self, p, cycle) -> None:           # hypothesis' printer: the source, not the fields
+        p.text(repr(self))
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -264,10 +273,6 @@ class Val:
         return len(self.shape) == 2
 
 
-class _Abort(Exception):
-    """The drawn combination cannot be expressed; the strategy rejects it (not counted as a drop)."""
-
-
 # ----------------------------------------------------------------------------------------- the builder
 
 _COUNTER = itertools.count()
@@ -279,10 +284,20 @@ class _Builder:
         self.init_full = init_full
         self.max_ops = max_ops
         self.inputs: list[InputSpec] = []
-        self.top: list[str] = []          # function body before the loops
-        self.hoist: list[str] = []
-        self.sections: dict[str, list[str]] = {}
-        self.pool: list[Val] = []
+        self.top: list[str] = []          # function body before the loops (output tensors)
+        self.hoist: list[str] = []        # loads hoisted out of the loops
+        self.secs: list[list[str]] = []   # secs[d]: lines at loop depth d, before the loop at depth d opens
+        self.post: list[list[str]] = []   # post[d]: lines at loop depth d after that loop closes
+        self.post_mode = False            # emitting after the accumulation loop (into post[...])
+        self.final_d_post = -1
+        self.pool: list[Val] = []         # values the chain can use, in creation order
+        # the frame (set by _write_kernel)
+        self.structure, self.grid, self.loops, self.depth = "", (), [], 0
+        self.P = self.F = self.n = self.W = self.NB = self.CB = 1
+        self.rb = self.cb = self.rowblk = self.colblk = "0"
+        self.live_r = self.live = None
+        self.ragged_c = False
+        self.slices_ok = True
         self.names = itertools.count()
         self.psum_tiles = 0
         self.ops_used: list[str] = []
@@ -334,11 +349,7 @@ def _blk(parts: list[tuple[str, int]]) -> str:
 def kernels(draw, *, init_full: bool = False, max_ops: int = 6):
     """A `Case`: a freshly written kernel that traces and verifies, with its arguments."""
     b = _Builder(draw, init_full, max_ops)
-    try:
-        src, fn_name, n_out_tuple = _write_kernel(b)
-    except _Abort:
-        assume(False)
-        raise AssertionError("unreachable")
+    src, fn_name = _write_kernel(b)
     grid = b.grid
     seed = draw(st.integers(0, 2 ** 32 - 1))
     mode = b.pick(["normal", "normal", "small", "bits"])
@@ -452,6 +463,13 @@ def _write_kernel(b: _Builder):
     b.secs, b.post = secs, post
     b.depth = depth_body
     b.loops = loops
+    # loop bounds: (T), (0, T) or reversed (T - 1, -1, -1); the loop variable's values are the same set
+    loop_args = {}
+    for var, kind, trip in loops:
+        form = b.pick(["stop", "start_stop", "reversed"])
+        loop_args[var] = {"stop": f"{trip}", "start_stop": f"0, {trip}", "reversed": f"{trip - 1}, -1, -1"}[form]
+        if form != "stop":
+            b.api(f"loop:{form}")
 
     # masks (defined where their loop variables exist)
     mask_depth = len([l for l in loops if l[0] in (rv, cv)])
@@ -516,10 +534,9 @@ def _write_kernel(b: _Builder):
         b.pool = [v for v in b.pool if v.scope < body_d]
         b.pool.append(Val("acc", cur.shape, acc_dt, scope=acc_d, fresh=False))
         final_d = acc_d
-        b.post_mode = True
+        b.post_mode, b.final_d_post = True, acc_d
         for _ in range(draw(st.integers(0, 2))):
             _one_op(b, final_d, post=True)
-    b.final_d = final_d
 
     # ---- outputs
     outs = _store_outputs(b, final_d)
@@ -545,12 +562,12 @@ def _write_kernel(b: _Builder):
         L.extend(pad + s for s in secs[d])
         if d < depth_body:
             var, kind, trip = loops[d]
-            L.append(pad + f"for {var} in nl.{kind}({trip}):")
+            L.append(pad + f"for {var} in nl.{kind}({loop_args[var]}):")
             emit(d + 1)
             L.extend(pad + s for s in post[d])
     emit(0)
     L.append(ind + f"return {outs}")
-    return "\n".join(L) + "\n", fn_name, None
+    return "\n".join(L) + "\n", fn_name
 
 
 def _row_index(b: _Builder) -> str:
@@ -713,7 +730,7 @@ def _scalar_for(b: _Builder, dts: list[str], int_only: bool = False):
 
 
 def _emit(b: _Builder, d: int, line: str) -> None:
-    if getattr(b, "post_mode", False) and d == b.final_d_post:
+    if b.post_mode and d == b.final_d_post:
         b.post[d].append(line)
     else:
         b.secs[d].append(line)
@@ -779,7 +796,7 @@ def _applicable(b: _Builder, d: int, k: str, cur: Val) -> bool:
     if k == "concat":
         return f >= 2
     if k == "hbm_roundtrip":
-        return not getattr(b, "post_mode", False)
+        return not b.post_mode
     return True
 
 
@@ -803,11 +820,11 @@ def _op_binary(b, d, cur):
     if style == "nisa" and mask:
         style = "nl"
     if style == "nl":
-        expr = f"nl.{op}({x.name}, {y.name}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask)})"
+        expr = f"nl.{op}({x.name}, {y.name}{_kw(dtype=_dtk(dtype), mask=mask)})"
     elif style == "operator":
         expr = f"{x.name} {OPERATORS[op]} {y.name}"
     else:
-        expr = f"nisa.tensor_tensor({x.name}, {y.name}, op=np.{op}{_kw(dtype=_dt(dtype) if dtype else None)})"
+        expr = f"nisa.tensor_tensor({x.name}, {y.name}, op=np.{op}{_kw(dtype=_dtk(dtype))})"
     b.api(f"binary:{style}")
     out_dt = dtype or D.promote(x.dtype, y.dtype)
     v = _new(b, d, "b", shape, out_dt)
@@ -839,7 +856,7 @@ def _op_binary_scalar(b, d, cur):
         style = "nl"
     a, c = (_lit(s), cur.name) if reverse else (cur.name, _lit(s))
     if style == "nl":
-        expr = f"nl.{op}({a}, {c}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask)})"
+        expr = f"nl.{op}({a}, {c}{_kw(dtype=_dtk(dtype), mask=mask)})"
     else:
         expr = f"{a} {OPERATORS[op]} {c}"
     b.api(f"binary_scalar:{style}{':rev' if reverse else ''}")
@@ -857,7 +874,7 @@ def _op_unary(b, d, cur):
     if style == "numpy":
         expr = f"np.{fn}({cur.name})"
     else:
-        expr = f"nl.{fn}({cur.name}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask)})"
+        expr = f"nl.{fn}({cur.name}{_kw(dtype=_dtk(dtype), mask=mask)})"
     b.api(f"unary:{style}")
     v = _new(b, d, "u", cur.shape, dtype or cur.dtype)
     _emit(b, d, f"{v.name} = {expr}")
@@ -895,7 +912,7 @@ def _op_activation(b, d, cur):
     dtype = b.cast_dtype() if b.coin(0.25) else None
     mask = _mask_for(b, cur.shape)
     op = b.pick([f"nl.{fn}", f"np.{fn}" if fn in ("exp", "tanh", "sqrt", "abs", "sin") else f"nl.{fn}"])
-    expr = f"nisa.activation(op={op}, data={cur.name}{_kw(**kw, dtype=_dt(dtype) if dtype else None, mask=mask)})"
+    expr = f"nisa.activation(op={op}, data={cur.name}{_kw(**kw, dtype=_dtk(dtype), mask=mask)})"
     b.api("activation" + ("+scale" if "scale" in kw else "") + ("+bias" if "bias" in kw else ""))
     v = _new(b, d, "a", cur.shape, dtype or cur.dtype)
     _emit(b, d, f"{v.name} = {expr}")
@@ -921,7 +938,7 @@ def _op_tensor_scalar(b, d, cur):
     dtype = _out_cast(b, [op0] + ([op1] if two else [])) if b.coin(0.3) else None
     mask = _mask_for(b, cur.shape)
     engine = b.pick([None, None, "nisa.vector_engine", "nisa.gpsimd_engine", "nisa.scalar_engine"])
-    expr = f"nisa.tensor_scalar(data={cur.name}{_kw(**kw, dtype=_dt(dtype) if dtype else None, mask=mask, engine=engine)})"
+    expr = f"nisa.tensor_scalar(data={cur.name}{_kw(**kw, dtype=_dtk(dtype), mask=mask, engine=engine)})"
     pp_names = {w.name for w in _per_partition(b, d, cur)} if cur.two_d else set()
     b.api(f"tensor_scalar:{'two' if two else 'one'}" + (":rev" if "reverse0" in kw or "reverse1" in kw else "")
           + (":pp" if any(kw.get(k) in pp_names for k in ("operand0", "operand1")) else ""))
@@ -948,7 +965,8 @@ def _op_stt(b, d, cur):
     mask = _mask_for(b, cur.shape)
     b.api("scalar_tensor_tensor")
     v = _new(b, d, "stt", cur.shape, dtype or cur.dtype)
-    _emit(b, d, f"{v.name} = nisa.scalar_tensor_tensor(data={cur.name}{_kw(**kw, dtype=_dt(dtype) if dtype else None, mask=mask)})")
+    _emit(b, d, f"{v.name} = nisa.scalar_tensor_tensor(data={cur.name}"
+                f"{_kw(**kw, dtype=_dtk(dtype), mask=mask)})")
 
 
 def _op_where(b, d, cur):
@@ -977,7 +995,7 @@ def _op_where(b, d, cur):
     b.api("where" + ("+scalar" if any(s is None for _, _, s in xs) else ""))
     out_dt = dtype or D.promote(xs[0][1], xs[1][1])
     v = _new(b, d, "w", shape, out_dt)
-    _emit(b, d, f"{v.name} = nl.where({cond.name}, {xs[0][0]}, {xs[1][0]}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask)})")
+    _emit(b, d, f"{v.name} = nl.where({cond.name}, {xs[0][0]}, {xs[1][0]}{_kw(dtype=_dtk(dtype), mask=mask)})")
 
 
 def _op_iota(b, d, cur):
@@ -1014,7 +1032,7 @@ def _op_affine_select(b, d, cur):
     b.api("affine_select")
     v = _new(b, d, "as", cur.shape, dtype or cur.dtype)
     _emit(b, d, f"{v.name} = nisa.affine_select(pred=({lhs} {cmp} {rhs}), on_true_tile={cur.name}, "
-                f"on_false_value={_lit(val)}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask)})")
+                f"on_false_value={_lit(val)}{_kw(dtype=_dtk(dtype), mask=mask)})")
 
 
 def _op_scan(b, d, cur):
@@ -1034,7 +1052,7 @@ def _op_scan(b, d, cur):
     b.api("scan" + (":pp_init" if init in {w.name for w in pp} else ""))
     v = _new(b, d, "sc", cur.shape, dtype or D.promote(d0.dtype, d1.dtype))
     _emit(b, d, f"{v.name} = nisa.tensor_tensor_scan({d0.name}, {d1.name}"
-                f"{_kw(**kw, dtype=_dt(dtype) if dtype else None, mask=mask)})")
+                f"{_kw(**kw, dtype=_dtk(dtype), mask=mask)})")
 
 
 # ---- reductions
@@ -1046,9 +1064,10 @@ def _op_reduce(b, d, cur):
     mask = _mask_for(b, cur.shape)
     dtype = b.cast_dtype() if b.coin(0.25) else None
     axis = b.pick(["1", "[1]", "-1", "(1,)"])
+    kd = "True" if keep else None
     if b.coin(0.5):
         fn = b.pick(NL_REDUCTIONS)
-        expr = f"nl.{fn}({cur.name}, axis={axis}{_kw(dtype=_dt(dtype) if dtype else None, mask=mask, keepdims='True' if keep else None)})"
+        expr = f"nl.{fn}({cur.name}, axis={axis}{_kw(dtype=_dtk(dtype), mask=mask, keepdims=kd)})"
         out_dt = dtype or ("bool" if fn == "all" else cur.dtype)
         b.api(f"reduce:nl.{fn}")
     else:
@@ -1057,7 +1076,7 @@ def _op_reduce(b, d, cur):
               "logical_and": "np.logical_and", "logical_or": "np.logical_or"}[op]
         neg = b.coin(0.3)
         expr = (f"nisa.tensor_reduce({uf}, {cur.name}, axis={axis}"
-                f"{_kw(negate='True' if neg else None, keepdims='True' if keep else None, dtype=_dt(dtype) if dtype else None, mask=mask)})")
+                f"{_kw(negate='True' if neg else None, keepdims=kd, dtype=_dtk(dtype), mask=mask)})")
         out_dt = dtype or cur.dtype
         b.api("reduce:nisa" + (":negate" if neg else ""))
     v = _new(b, d, "r", (cur.p, 1) if keep else (cur.p,), out_dt)
@@ -1083,14 +1102,14 @@ def _op_reduce3d(b, d, cur):
     b.api(f"reduce3d:{style}:axis{axes}")
     shape = {"2": (p, a), "[1, 2]": (p,), "1": (p, c)}[axes]
     v = _new(b, d, "r3_", shape, dtype or cur.dtype)
-    _emit(b, d, f"{v.name} = nl.{fn}({v3}, axis={axes}{_kw(dtype=_dt(dtype) if dtype else None)})")
+    _emit(b, d, f"{v.name} = nl.{fn}({v3}, axis={axes}{_kw(dtype=_dtk(dtype))})")
 
 
 def _op_var(b, d, cur):
     dtype = b.pick([None, "float32", "bfloat16"])
     b.api("var")
     v = _new(b, d, "var", (cur.p,), dtype or cur.dtype)
-    _emit(b, d, f"{v.name} = nl.var({cur.name}, axis=1{_kw(dtype=_dt(dtype) if dtype else None)})")
+    _emit(b, d, f"{v.name} = nl.var({cur.name}, axis=1{_kw(dtype=_dtk(dtype))})")
 
 
 def _op_bn_stats(b, d, cur):
@@ -1196,7 +1215,7 @@ def _op_matmul(b, d, cur):
         return f"nisa.nc_matmul({wt}{sl}, {mv}{sl})"
 
     loop_k = (form == "zeros_acc" and len(chunks) > 1 and p % len(chunks) == 0 and b.depth + 1 <= 2
-              and not getattr(b, "post_mode", False) and b.coin(0.4))
+              and not b.post_mode and b.coin(0.4))
     if form == "zeros_acc":
         _emit(b, d, f"{ps} = nl.zeros(({M}, {f}), nl.float32, buffer=nl.psum)")
         if loop_k:
@@ -1241,7 +1260,7 @@ def _op_transpose(b, d, cur):
     src = cur.name if cur.two_d else f"{cur.name}"
     if style == "nl":
         v = _new(b, d, "tr", (f, p), dtype or cur.dtype)
-        _emit(b, d, f"{v.name} = nl.transpose({src}{_kw(dtype=_dt(dtype) if dtype else None)})")
+        _emit(b, d, f"{v.name} = nl.transpose({src}{_kw(dtype=_dtk(dtype))})")
     elif style == "nc_tensor":
         v = _new(b, d, "tp", (f, p), cur.dtype, space="psum")
         _emit(b, d, f"{v.name} = nisa.nc_transpose({src}, engine=nisa.tensor_engine)")
@@ -1379,8 +1398,8 @@ def _op_copy_predicated(b, d, cur):
     _emit(b, d, f"{dst.name} = nl.copy({cur.name})")
     if b.coin(0.3):
         src = _lit(_scalar_for(b, [cur.dtype]))
-    else:
-        src = b.pick(_partners(b, d, cur)).name
+    else:       # src broadcasts to dst's shape
+        src = b.pick([w for w in _partners(b, d, cur) if w.f in (1, cur.f)] or [cur]).name
     rev = ", reverse_pred=True" if b.coin(0.3) else ""
     mask = _mask_for(b, cur.shape)
     _emit(b, d, f"nisa.tensor_copy_predicated(src={src}, dst={dst.name}, predicate={pred.name}{rev}{_kw(mask=mask)})")
@@ -1422,7 +1441,6 @@ def _store_outputs(b: _Builder, d: int) -> str:
     if others and b.coin(0.35):
         vals.append(b.pick(others))
     names = []
-    in_post = getattr(b, "post_mode", False)
     for k, v in enumerate(vals):
         p = v.p
         f = v.f
@@ -1454,14 +1472,15 @@ def _store_outputs(b: _Builder, d: int) -> str:
         mask = f", mask={' & '.join(masks)}" if masks else ""
         _emit_at(b, d, f"nl.store({name}[{ri}, {ci}], value={src}{mask})")
         names.append(name)
-        b.api("store" + (":mutable" if mutable else "") + (":masked" if mask else "") + (":cast" if odt != v.dtype else ""))
+        b.api("store" + (":mutable" if mutable else "") + (":masked" if mask else "")
+              + (":cast" if odt != v.dtype else ""))
     if len(names) == 1:
         return names[0]
     return "(" + ", ".join(names) + ")" if b.coin(0.5) else ", ".join(names)
 
 
 def _emit_at(b: _Builder, d: int, line: str) -> None:
-    if getattr(b, "post_mode", False):
+    if b.post_mode and d == b.final_d_post:
         b.post[d].append(line)
     else:
         b.secs[d].append(line)
@@ -1469,10 +1488,8 @@ def _emit_at(b: _Builder, d: int, line: str) -> None:
 
 # ----------------------------------------------------------------------------------------- sampling
 
-def sample(n: int = 200, seed: int = 0, **kw) -> list[Case]:
+def sample(n: int = 200, **kw) -> list[Case]:
     """n generated cases outside of a test (for coverage statistics and debugging)."""
-    import random
-
     from hypothesis import HealthCheck, given, settings
     out: list[Case] = []
 
@@ -1482,7 +1499,6 @@ def sample(n: int = 200, seed: int = 0, **kw) -> list[Case]:
     def collect(case):
         out.append(case)
 
-    random.seed(seed)
     collect()
     return out
 

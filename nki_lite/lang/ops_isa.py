@@ -111,6 +111,9 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
         else:
             raise errors.make("argument", f"tensor_scalar operand{k} must be a scalar or a [P, 1] tile", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    from .ops_math import _check_int_only
+    for name in names:
+        _check_int_only(name, tuple(dts) + (dt,), loc)
     dst = _out(t.shape, dt, loc)
     at = attrs(op0=names[0], reverse0=bool(reverse0) or None,
                op1=names[1] if len(names) > 1 else None, reverse1=(bool(reverse1) or None) if len(names) > 1 else None,

@@ -102,6 +102,9 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
         raise errors.make("shape_mismatch", f"scalar_tensor_tensor operand1 shape {t1.shape} must equal data shape "
                           f"{t.shape}", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
+    from .ops_math import _check_int_only
+    for op in (op0, op1):
+        _check_int_only(alu_name(op, loc), (t.dtype_name, dt0, t1.dtype_name, dt), loc)
     dst = _out(t.shape, dt, loc)
     tr.emit(ir.Instr("scalar_tensor_tensor", (dst,), (t.access, o0, t1.access),
                      attrs(op0=alu_name(op0, loc), reverse0=bool(reverse0) or None, op1=alu_name(op1, loc),

@@ -75,8 +75,8 @@ def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = Non
         t = _operand(tile_, "x", opname, loc)
         imm = _scalar_imm(scal)
         dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
-              else D.promote(t.dtype_name, imm.dtype))
-        _check_int_only(opname, (t.dtype_name, imm.dtype), loc)
+              else _int_result(opname, (t.dtype_name, imm.dtype), D.promote(t.dtype_name, imm.dtype)))
+        _check_int_only(opname, (t.dtype_name, imm.dtype, dt), loc)
         dst = out.access if out is not None else _out(t.shape, dt, loc)
         src = broadcast_access(t.access, dst.shape, "x")
         tr.emit(ir.Instr("tensor_scalar", (dst,), (src, imm),
@@ -87,8 +87,8 @@ def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = Non
     b = _operand(y, "y", opname, loc)
     shape = out.shape if out is not None else broadcast_shapes(a.shape, b.shape)
     dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
-          else D.promote(a.dtype_name, b.dtype_name))
-    _check_int_only(opname, (a.dtype_name, b.dtype_name), loc)
+          else _int_result(opname, (a.dtype_name, b.dtype_name), D.promote(a.dtype_name, b.dtype_name)))
+    _check_int_only(opname, (a.dtype_name, b.dtype_name, dt), loc)
     dst = out.access if out is not None else _out(shape, dt, loc)
     tr.emit(ir.Instr("tensor_tensor", (dst,), (broadcast_access(a.access, shape, "x"),
                                                broadcast_access(b.access, shape, "y")),
@@ -98,7 +98,18 @@ def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = Non
 
 def _check_int_only(opname: str, dts, loc) -> None:
     if opname in alu.INT_ONLY and not builtins.all(D.INFO[d].is_int for d in dts):
-        raise errors.make("dtype", f"bitwise op '{opname}' needs integer operands, got {', '.join(dts)}", loc=loc)
+        raise errors.make("dtype", f"bitwise op '{opname}' needs integer operands and an integer result, got "
+                          f"{', '.join(dts)}", loc=loc, hint="cast with nl.copy(x, dtype=nl.int32) or pass an "
+                          "integer dtype=")
+
+
+def _int_result(opname: str, dts, dt: str) -> str:
+    """Bitwise ops on integers stay integers: where NKI's promotion of two integer types gives
+    float32 ((int32, uint32), (uint32, int16), ...), use the wider integer operand's type."""
+    if (opname in alu.INT_ONLY and not D.INFO[dt].is_int
+            and builtins.all(D.INFO[d].is_int for d in dts)):
+        return builtins.max(dts, key=lambda d: (D.INFO[d].bits, D.INFO[d].kind == "u"))
+    return dt
 
 
 def _binary(name):

@@ -197,6 +197,7 @@ class Kernel:
                                   "needs arrays", loc=fn_loc(self.fn),
                                   hint="use kernel.inspect_ir(...) to trace placeholders")
         kernel = self._traced(bound, self.resolve_target(target))
+        self._check_mutables(kernel, bound)
         if self.resolve_mode(mode) == "jit":
             fast_ok = not kwargs and mode is None and target is None
             results = self._run_jit(kernel, bound, args if fast_ok else None)
@@ -215,6 +216,19 @@ class Kernel:
             return outs[0]
         return outs
 
+
+    def _check_mutables(self, kernel: ir.Kernel, bound) -> None:
+        """Mutable parameters must be writable; one that shares memory with another argument is run
+        on a private copy (written back after the call), so every backend sees the inputs as they
+        were when the call started — the interpreter's semantics."""
+        for name in kernel.params:
+            b = kernel.buffer(name)
+            if not b.mutable:
+                continue
+            a = bound.arguments[name]
+            if not a.flags.writeable:
+                raise errors.make("argument", f"mutable parameter '{name}' is a read-only array",
+                                  loc=fn_loc(self.fn), hint="pass a writable array (e.g. arr.copy())")
 
     # ---- the JIT
     def _compiled(self, kernel: ir.Kernel):
@@ -238,8 +252,8 @@ class Kernel:
                            "nki_lite copies it for every call (pass np.ascontiguousarray(...) to avoid the copy)",
                            category=NkiLitePerformanceWarning)
                 a = np.ascontiguousarray(a, dtype=want)
-            if b.mutable and not a.flags.writeable:
-                raise errors.make("argument", f"mutable parameter '{name}' is a read-only array", loc=fn_loc(self.fn))
+            if b.mutable and any(np.may_share_memory(a, bound.arguments[o]) for o in kernel.params if o != name):
+                a = a.copy()                      # aliasing another argument: run on a private copy
             arrays[name] = a
         return ck.launch(arrays)
 

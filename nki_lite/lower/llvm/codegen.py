@@ -79,6 +79,10 @@ class Emitter:
         self.row_value: str | None = None
         self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
         self.vaxis: str | None = None
+        self.capturing: list | None = None   # fusion: rules hand over (ins, value_fn) instead of emitting
+        self.fused: dict | None = None       # fusion: values of run members by their output access
+        from .fusion import read_counts
+        self.reads = read_counts(kernel)
 
     # ---- vector-width helpers (W = 1: plain scalars)
     def vt(self, base: str) -> str:
@@ -110,8 +114,13 @@ class Emitter:
 
     # ---------------------------------------------------------------- module pieces
     def use(self, fn_and_text: tuple[str, str]) -> str:
+        """Include a helper function once; its `declare` lines join the module's (deduplicated) set."""
         name, text = fn_and_text
-        self.functions.setdefault(name, text)
+        if name not in self.functions:
+            body = []
+            for line in text.splitlines():
+                (self.declares.add(line.strip()) if line.startswith("declare ") else body.append(line))
+            self.functions[name] = "\n".join(body) + "\n"
         return name
 
     def declare(self, line: str) -> None:
@@ -161,6 +170,8 @@ class Emitter:
         return self.b.op(f"getelementptr inbounds i8, ptr %arena, i64 {self.scratch_offset + byte_offset}")
 
     def load_raw(self, acc: ir.Access, env: dict) -> str:
+        if self.fused is not None and acc in self.fused:     # produced earlier in a fused run
+            return self.fused[acc]
         ty = self.storage(acc.buffer)
         p = self.elem_ptr(acc, env)
         align = D.itemsize(self.bufs[acc.buffer].dtype)
@@ -333,7 +344,12 @@ class Emitter:
 
     # ---------------------------------------------------------------- kernel structure
     def run_nodes(self, nodes, ctx: _Ctx) -> None:
-        for n in nodes:
+        from .fusion import emit_run, plan
+        items = plan(list(nodes), self.root) if self.vectorize else list(nodes)
+        for n in items:
+            if isinstance(n, list):
+                emit_run(self, n, ctx, self.reads)
+                continue
             if isinstance(n, ir.Loop):
                 with self.b.loop(n.trip, "l") as i:
                     inner = _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var])

@@ -223,6 +223,9 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
     records in `em.row_value` (masked-off elements count as identity); vector chunks of 16 are the
     lanes themselves, so the order is the same as the scalar loop's.
     """
+    if em.capturing is not None:                    # fusion asks for the value function only
+        em.capturing.append((tuple(ins), value_fn))
+        return
     B = em.b
     dst = instr.outs[0]
     shape = dst.shape

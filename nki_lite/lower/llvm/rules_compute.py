@@ -78,7 +78,7 @@ def _chain(em, instr, ctx, n_ops: int):
         for k, op in enumerate(ops):
             s = em.operand(instr.ins[1 + k], env, dom)
             x = alu_rev(em, op, x, s, dom, bool(instr.attr(f"reverse{k}")), _width(em, instr))
-        em.row_value = x if dom == "f32" else None
+        em.row_value = x if dom == "f32" else em.b.op(f"sitofp {em.vt('i64')} {x} to {em.vt('float')}")
         return _finish(em, instr.out, x, dom)
     elementwise(em, instr, ctx, instr.ins, value, reduce_op=instr.attr("reduce_op"))
 

@@ -1,0 +1,142 @@
+"""Elementwise fusion in the JIT: a run of elementwise instructions over one iteration space becomes
+one loop nest whose intermediates stay in registers.
+
+Contract (bit-identical to running the instructions one by one):
+- A run is consecutive instructions of one body (allocs may sit between them) whose ops are
+  elementwise (`FUSABLE`), unmasked, single-output, with the same destination shape, each reading
+  (through the identical access) a value an earlier member wrote, and none writing a buffer an
+  earlier member reads or writes. Every member computes exactly what its own rule computes — the
+  rule's value function is reused — and a consumer reads the producer's *stored* value (already
+  rounded to the producer's dtype), so nothing about rounding changes.
+- A temporary that only members write and read is not stored at all ("elided").
+- `plan(nodes, reads)` splits a body into single nodes and runs; the codegen emits runs with
+  `emit_run` and everything else with the op's own rule.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+from .. import ir
+from ..affine import axis_var
+from ..ops import OPS
+
+FUSABLE = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
+           "select"}
+
+
+def _fusable(n) -> bool:
+    return (isinstance(n, ir.Instr) and n.op in FUSABLE and n.mask is None and len(n.outs) == 1
+            and not any(isinstance(o, ir.Access) and o.buffer == n.out.buffer and o != n.out for o in n.ins))
+
+
+def read_counts(kernel: ir.Kernel) -> Counter:
+    c: Counter = Counter()
+    for ins, _ in ir.walk(kernel.body):
+        for o in ins.ins:
+            if isinstance(o, ir.Access):
+                c[o.buffer] += 1
+        if ins.op == "nc_matmul" and ins.attr("accumulate"):
+            c[ins.out.buffer] += 1
+    return c
+
+
+def plan(nodes, roots) -> list:
+    """Items: a node, or a list [allocs..., instrs...] forming a run (>= 2 instructions)."""
+    out: list = []
+    i = 0
+    while i < len(nodes):
+        n = nodes[i]
+        if not _fusable(n):
+            out.append(n)
+            i += 1
+            continue
+        members, allocs = [n], []
+        written = {roots(n.out.buffer): n.out}
+        touched = {roots(n.out.buffer)} | {roots(o.buffer) for o in n.ins if isinstance(o, ir.Access)}
+        j = i + 1
+        pending_allocs = []
+        while j < len(nodes):
+            m = nodes[j]
+            if isinstance(m, ir.Instr) and m.op == "alloc":
+                pending_allocs.append(m)
+                j += 1
+                continue
+            if not _fusable(m) or m.out.shape != n.out.shape:
+                break
+            ins = [o for o in m.ins if isinstance(o, ir.Access)]
+            feeds = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] == o]
+            clash = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] != o]
+            if not feeds or clash or roots(m.out.buffer) in touched:
+                break
+            members.append(m)
+            allocs += pending_allocs
+            pending_allocs = []
+            written[roots(m.out.buffer)] = m.out
+            touched |= {roots(m.out.buffer)} | {roots(o.buffer) for o in ins}
+            j += 1
+        if len(members) >= 2:
+            out.append(allocs + members)
+            i = j - len(pending_allocs)
+        else:
+            out.append(n)
+            i += 1
+    return out
+
+
+def emit_run(em, run: list, ctx, reads: Counter) -> None:
+    from .rules_common import VECTOR_WIDTH, _vectorizable
+    B = em.b
+    allocs = [n for n in run if n.op == "alloc"]
+    members = [n for n in run if n.op != "alloc"]
+    for a in allocs:
+        OPS["alloc"].rules["llvm"](em, a, ctx)
+    in_run = Counter(o.buffer for m in members for o in m.ins if isinstance(o, ir.Access))
+    elided = {m.out.buffer for m in members[:-1]
+              if em.bufs[m.out.buffer].kind == "local" and em.bufs[m.out.buffer].space != ir.Space.HBM
+              and reads[m.out.buffer] == in_run[m.out.buffer] and m.out == ir.Access.full(em.bufs[m.out.buffer])
+              and sum(1 for x in members if x.out.buffer == m.out.buffer) == 1}
+    items = []
+    for m in members:                                      # the rules hand over their value functions
+        em.capturing = []
+        try:
+            OPS[m.op].rules["llvm"](em, m, ctx)
+            (ins, value_fn), = em.capturing
+        finally:
+            em.capturing = None
+        items.append((m, ins, value_fn))
+    for m, ins, _ in items:
+        em.check_bounds(m, ctx, [m.out] + list(ins), None)
+    shape = members[0].out.shape
+    vec = all(_vectorizable(em, m, shape, ins, False, None) for m, ins, _ in items)
+
+    def body(env):
+        em.fused = {}
+        try:
+            for m, ins, fn in items:
+                v = fn(env)
+                if m.out.buffer not in elided:
+                    em.store_raw(m.out, env, v)
+                em.fused[m.out] = v
+        finally:
+            em.fused = None
+
+    with B.loop(shape[0], "fp") if shape[0] > 1 else contextlib.nullcontext("0") as p:
+        env0 = {**ctx.env, axis_var(0): p}
+        if vec:
+            vax = axis_var(len(shape) - 1)
+            n = shape[-1]
+            nv = n // VECTOR_WIDTH
+            with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
+                with B.loop(nv, "fv") as c:
+                    em.W, em.vaxis = VECTOR_WIDTH, vax
+                    try:
+                        body({**env, vax: B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")})
+                    finally:
+                        em.W, em.vaxis = 1, None
+                if n % VECTOR_WIDTH:
+                    with B.loop(n - nv * VECTOR_WIDTH, "ft") as t:
+                        body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
+        else:
+            with em.elements(shape, env0, start=1) as env:
+                body(env)

@@ -1,0 +1,206 @@
+"""Minimal repros of JIT / interpreter disagreements found by tests/kernelgen.py and the differential tests.
+
+Each test states the contract it checks: a kernel that traces must run on both backends with the same
+results bit for bit (or be rejected at trace time with an NkiLiteError, which is a fine fix too), and
+both backends treat arguments the same way. They fail until the bug they name is fixed; the generator
+(kernelgen.KNOWN_BUGS) lists the same bugs and, with NKI_LITE_KERNELGEN_AVOID_KNOWN=1, steers around
+them.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nki_lite as nki
+import nki_lite.isa as nisa
+import nki_lite.language as nl
+import nki_lite.typing as nt
+from nki_lite import errors
+from nki_lite.lower.llvm import target as llvm_target
+
+pytestmark = pytest.mark.skipif(not llvm_target.jit_supported(), reason="no LLVM JIT on this host")
+
+F32 = np.float32
+
+
+@pytest.fixture(autouse=True)
+def _jit_env(monkeypatch):
+    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "0")
+    monkeypatch.setenv("NKI_LITE_DEBUG", "1")
+    monkeypatch.setenv("NKI_LITE_JIT_OPT", "0")
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    if x.dtype == np.bool_:
+        return x.view(np.uint8)
+    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[x.dtype.itemsize])
+
+
+def assert_backends_agree(kernel, *args) -> None:
+    """The contract: rejected at trace time, or both backends return the same bits (and neither crashes
+    with something other than an NkiLiteError)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kernel.trace(*args)
+    except errors.NkiLiteError:
+        return
+    outs, crashes = {}, []
+    for mode in ("interpret", "jit"):
+        call_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        try:
+            r = kernel(*call_args, mode=mode)
+        except errors.NkiLiteError as e:
+            outs[mode] = ("error", type(e).__name__)
+            continue
+        except Exception as e:  # noqa: BLE001 - this is the bug being reported
+            crashes.append(f"the {mode} backend crashed on a kernel that traced: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}"
+                           + (f" / {str(e).splitlines()[1].strip()}" if len(str(e).splitlines()) > 1 else ""))
+            continue
+        outs[mode] = ("ok", tuple(bits(o) for o in (r if isinstance(r, tuple) else (r,))),
+                      tuple(bits(a) for a in call_args if isinstance(a, np.ndarray)))
+    if crashes:
+        pytest.fail("\n".join(crashes))
+    i, j = outs["interpret"], outs["jit"]
+    assert i[0] == j[0], f"interpreter {i[0]} vs JIT {j[0]}"
+    if i[0] == "error":
+        assert i[1] == j[1]
+        return
+    for k, (x, y) in enumerate(zip(i[1], j[1])):
+        assert np.array_equal(x, y), f"output {k}: interpreter {x.ravel()[:8]} vs JIT {y.ravel()[:8]} (bits)"
+    for k, (x, y) in enumerate(zip(i[2], j[2])):
+        assert np.array_equal(x, y), f"argument {k} after the call: interpreter {x.ravel()[:8]} vs JIT {y.ravel()[:8]}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernelgen.KNOWN_BUGS["math_intrinsic_redeclared"]: each fp32math function's LLVM text carries its own
+# `declare @llvm.roundeven/floor/sqrt...`; two functions that share an intrinsic in one kernel give
+# "invalid redefinition of function 'llvm.roundeven.f32'" (LLVM IR parsing error) in the JIT.
+
+def _two_functions(f1, f2):
+    @nki.jit
+    def two_functions(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nl.store(out, getattr(nl, f2)(getattr(nl, f1)(t)))
+        return out
+    return two_functions
+
+
+@pytest.mark.parametrize("f1,f2", [("exp", "tanh"), ("sigmoid", "gelu"), ("sin", "cos"), ("sqrt", "rsqrt")])
+def test_two_transcendentals_sharing_an_llvm_intrinsic(f1, f2):
+    x = np.linspace(-2, 2, 4 * 16, dtype=F32).reshape(4, 16)
+    assert_backends_agree(_two_functions(f1, f2), np.abs(x) if "sqrt" in f1 + f2 else x)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernelgen.KNOWN_BUGS["int_path_attached_reduce"]: tensor_scalar_reduce whose tensor_scalar runs on the
+# integer path (integer data and operand): the JIT's attached reduction emits `fadd ..., None`.
+
+def test_tensor_scalar_reduce_on_the_integer_path():
+    @nki.jit
+    def int_tsr(x):
+        out = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.ndarray((4, 1), dtype=nl.float32)
+        nisa.tensor_scalar_reduce(data=t, op0=np.add, operand0=1, reduce_op=np.add, reduce_res=r)
+        nl.store(out, r)
+        return out
+
+    assert_backends_agree(int_tsr, np.arange(32, dtype=np.int32).reshape(4, 8))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernelgen.KNOWN_BUGS["int_only_op_float_out"]: the frontend accepts a bitwise/shift op on integer tiles
+# whose instruction then does not take the integer path (output dtype not an integer, or a float operand):
+# the interpreter raises KeyError('bitwise_or') from alu.FP32, the JIT NotImplementedError.
+
+def _bitwise_float_dtype(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, nl.bitwise_or(t, t, dtype=nl.float32))
+    return out
+
+
+def _uint32_xor_int_scalar(x):
+    out = nl.ndarray(x.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, t ^ 3)                       # uint32 with an int32 scalar promotes to float32
+    return out
+
+
+def _uint32_and_int16(x, y):
+    out = nl.ndarray(x.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+    nl.store(out, nl.bitwise_and(nl.load(x), nl.load(y)))
+    return out
+
+
+def _tensor_scalar_float_then_shift(x):
+    out = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, nisa.tensor_scalar(t, np.add, 0.5, op1=np.left_shift, operand1=1))
+    return out
+
+
+_U32 = np.arange(32, dtype=np.uint32).reshape(4, 8)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (_bitwise_float_dtype, (np.arange(32, dtype=np.int32).reshape(4, 8),)),
+    (_uint32_xor_int_scalar, (_U32,)),
+    (_uint32_and_int16, (_U32, np.arange(32, dtype=np.int16).reshape(4, 8))),
+    (_tensor_scalar_float_then_shift, (np.arange(32, dtype=np.int32).reshape(4, 8),)),
+], ids=["bitwise_or_dtype_float32", "uint32_xor_int_scalar", "uint32_and_int16", "tensor_scalar_add_float_then_shift"])
+def test_bitwise_op_off_the_integer_path(fn, args):
+    assert_backends_agree(nki.jit(fn), *args)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Aliasing: the interpreter copies every input before running (and writes mutable parameters back at
+# the end), the JIT works on the caller's buffers. When the same array is passed as an nt.mutable_tensor
+# parameter and as another input, the JIT reads values it already overwrote.
+
+def test_mutable_parameter_aliasing_another_input():
+    @nki.jit
+    def shift_rows_down(y: nt.mutable_tensor, x):
+        for i in nl.sequential_range(3):
+            nl.store(y[i + 1:i + 2, :], nl.load(x[i:i + 1, :]))
+        return y
+
+    a = np.arange(32, dtype=F32).reshape(4, 8)
+    results = {}
+    for mode in ("interpret", "jit"):
+        arr = a.copy()
+        shift_rows_down(arr, arr, mode=mode)
+        results[mode] = arr
+    # interpreter: y[1:4] = old x[0:3] -> rows 0, 0, 1, 2 of the original
+    assert np.array_equal(results["interpret"][:, 0], [0, 0, 8, 16])
+    assert np.array_equal(results["jit"], results["interpret"]), results["jit"][:, 0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Read-only arrays passed as nt.mutable_tensor parameters: the JIT refuses a contiguous one with
+# ArgumentError before running; the interpreter runs and fails in np.copyto with a bare ValueError, and the
+# JIT does the same for a read-only *non-contiguous* one (it checks writeability after copying it).
+
+@nki.jit
+def _bump(y: nt.mutable_tensor, x):
+    nl.store(y, nl.add(nl.load(y), nl.load(x)))
+    return y
+
+
+@pytest.mark.parametrize("mode", ["interpret", "jit"])
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "strided"])
+def test_read_only_mutable_parameter_is_an_argument_error(mode, contiguous):
+    base = np.zeros((8, 16), F32)
+    y = base[:, :8].copy() if contiguous else base[:, ::2]
+    y.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(errors.ArgumentError):
+            _bump(y, np.ones((8, 8), F32), mode=mode)
+    assert np.all(base == 0) and np.all(y == 0)

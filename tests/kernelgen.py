@@ -141,44 +141,23 @@ class GenStats:
 STATS = GenStats()
 DEBUG_DROPS = False
 
-# Known JIT/interpreter bugs (tests/test_jit_regressions.py has a minimal repro of each). By default the
-# generator keeps producing them, so the differential tests fail until they are fixed; with
-# NKI_LITE_KERNELGEN_AVOID_KNOWN=1 it steers around them to look for new ones.
-KNOWN_BUGS = {
-    "int_only_op_float_out": "bitwise/shift op that does not run on the integer path (non-integer dtype=, "
-                             "uint32 with a signed tile (promotes to float32), or a float operand of a two-op "
-                             "tensor_scalar) crashes both backends",
-    "math_intrinsic_redeclared": "two transcendentals sharing an LLVM intrinsic (exp and tanh, sqrt and rsqrt, ...) "
-                                 "in one kernel: invalid LLVM IR",
-    "int_path_attached_reduce": "tensor_scalar_reduce on the integer path: the JIT emits invalid LLVM IR",
-}
+# Known, not yet fixed JIT/interpreter bugs: name -> description (tests/test_jit_regressions.py holds a
+# minimal repro of each). Guard the code that generates one with `if ... and avoid(name)`: by default the
+# generator keeps producing it (the differential tests fail until it is fixed); with
+# NKI_LITE_KERNELGEN_AVOID_KNOWN=1 it steers around it to look for new bugs. Empty: every bug found so far
+# (see test_jit_regressions.py) is fixed.
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def avoid(bug: str) -> bool:
     import os
-    assert bug in KNOWN_BUGS
+    assert bug in KNOWN_BUGS, bug
     return os.environ.get("NKI_LITE_KERNELGEN_AVOID_KNOWN", "0") == "1"
 
 
-# functions whose JIT code declares the same LLVM intrinsic (llvm.roundeven / llvm.floor, llvm.sqrt)
-_MATH_GROUPS = [{"exp", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
-                 "mish"}, {"sqrt", "rsqrt"}]
-
-
-def _pick_math(b, choices) -> str:
-    """A unary function; with the known intrinsic bug avoided, at most one per intrinsic group per kernel."""
-    choices = list(choices)
-    if avoid("math_intrinsic_redeclared"):
-        used = b.math_used
-        choices = [c for c in choices if not any(c in g and (used & g) - {c} for g in _MATH_GROUPS)]
-    fn = b.pick(choices)
-    b.math_used.add(fn)
-    return fn
-
-
 def _out_cast(b, ops=()) -> str:
-    """A random dtype= for an op result (integers only for bitwise/shift ops when avoiding the known bug)."""
-    if any(o in INT_ONLY_BINOPS for o in ops) and avoid("int_only_op_float_out"):
+    """A random dtype= for an op result (an integer one for bitwise/shift ops: they have no float path)."""
+    if any(o in INT_ONLY_BINOPS for o in ops):
         return b.pick(IN_INTS + ["uint16", "uint32", "bool"])
     return b.cast_dtype()
 
@@ -303,7 +282,6 @@ class _Builder:
         self.ops_used: list[str] = []
         self.apis: list[str] = []
         self.dtypes_used: set[str] = set()
-        self.math_used: set[str] = set()
 
     # ---- helpers
     def pick(self, seq):
@@ -810,9 +788,6 @@ def _op_binary(b, d, cur):
     op = b.pick(FLOAT_BINOPS + (INT_ONLY_BINOPS if both_int else []))
     shape = _bshape(x.shape, y.shape)
     dtype = _out_cast(b, [op]) if b.coin(0.25) else None
-    if (op in INT_ONLY_BINOPS and dtype is None and not _is_int(D.promote(x.dtype, y.dtype))
-            and avoid("int_only_op_float_out")):
-        dtype = "int32"             # uint32 ^ int16 promotes to float32: not the integer path
     mask = _mask_for(b, shape)
     style = b.pick(["nl", "operator", "nisa"])
     if style == "operator" and (op not in OPERATORS or dtype or mask):
@@ -846,9 +821,6 @@ def _op_binary_scalar(b, d, cur):
         s = b.pick([0, 1, 3, 7, 8, 15, 16, 31, 33, 63, 64, 100])
     reverse = b.coin(0.3)
     dtype = _out_cast(b, [op]) if b.coin(0.2) else None
-    if (op in INT_ONLY_BINOPS and dtype is None and not _is_int(D.promote(cur.dtype, _scalar_dt(s)))
-            and avoid("int_only_op_float_out")):
-        dtype = "int32"
     mask = _mask_for(b, cur.shape)
     style = b.pick(["nl", "operator"])
     if style == "operator" and (op not in OPERATORS or dtype or mask or (reverse and op in (
@@ -866,7 +838,7 @@ def _op_binary_scalar(b, d, cur):
 
 
 def _op_unary(b, d, cur):
-    fn = _pick_math(b, UNARY)
+    fn = b.pick(UNARY)
     dtype = b.cast_dtype() if b.coin(0.25) else None
     mask = _mask_for(b, cur.shape)
     style = b.pick(["nl", "numpy"]) if fn in ("exp", "log", "tanh", "sqrt", "square", "abs", "negative", "sin",
@@ -899,7 +871,7 @@ def _pp_operand(b, d, cur, int_only=False):
 
 
 def _op_activation(b, d, cur):
-    fn = _pick_math(b, UNARY + ["copy"])
+    fn = b.pick(UNARY + ["copy"])
     pp = _per_partition(b, d, cur) if cur.two_d else []
     kw = {}
     if b.coin(0.5):
@@ -923,8 +895,8 @@ def _op_tensor_scalar(b, d, cur):
     op0 = b.pick(FLOAT_BINOPS + (INT_ONLY_BINOPS if int_tile else []))
     two = b.coin(0.5)
     op1 = b.pick(FLOAT_BINOPS + (INT_ONLY_BINOPS if int_tile else [])) if two else None
-    all_int = (op0 in INT_ONLY_BINOPS or op1 in INT_ONLY_BINOPS) and avoid("int_only_op_float_out")
-    if all_int:             # divide has no integer path
+    all_int = op0 in INT_ONLY_BINOPS or op1 in INT_ONLY_BINOPS
+    if all_int:             # a bitwise/shift op needs the integer path: integer operands, no divide
         op0, op1 = ("add" if op0 == "divide" else op0), ("add" if op1 == "divide" else op1)
     o0, _ = _pp_operand(b, d, cur, int_only=op0 in INT_ONLY_BINOPS or all_int)
     kw = {"op0": f"np.{op0}", "operand0": o0}
@@ -952,7 +924,7 @@ def _op_stt(b, d, cur):
     int_pair = _is_int(cur.dtype) and _is_int(other.dtype)
     op0 = b.pick(FLOAT_BINOPS + (INT_ONLY_BINOPS if int_pair else []))
     op1 = b.pick(FLOAT_BINOPS + (INT_ONLY_BINOPS if int_pair else []))
-    all_int = (op0 in INT_ONLY_BINOPS or op1 in INT_ONLY_BINOPS) and avoid("int_only_op_float_out")
+    all_int = op0 in INT_ONLY_BINOPS or op1 in INT_ONLY_BINOPS
     if all_int:
         op0, op1 = ("add" if op0 == "divide" else op0), ("add" if op1 == "divide" else op1)
     o0, _ = _pp_operand(b, d, cur, int_only=op0 in INT_ONLY_BINOPS or all_int)
@@ -1139,8 +1111,6 @@ def _op_max8(b, d, cur):
 def _op_tensor_scalar_reduce(b, d, cur):
     op0 = b.pick(["add", "multiply", "maximum", "subtract"])
     o0, _ = _pp_operand(b, d, cur)
-    if _is_int(cur.dtype) and avoid("int_path_attached_reduce"):
-        o0 = "0.5"
     rop = b.pick(["np.add", "np.max", "np.min"])
     r = b.fresh("rr")
     rdt = b.pick(["float32", "bfloat16"])
@@ -1153,7 +1123,7 @@ def _op_tensor_scalar_reduce(b, d, cur):
 
 
 def _op_activation_reduce(b, d, cur):
-    fn = _pick_math(b, ["exp", "tanh", "copy", "square", "sigmoid"])
+    fn = b.pick(["exp", "tanh", "copy", "square", "sigmoid"])
     rop = b.pick(["np.add", "np.max"])
     r = b.fresh("ar")
     _emit(b, d, f"{r} = nl.ndarray(({cur.p}, 1), dtype=nl.float32)")
@@ -1385,7 +1355,7 @@ def _op_concat(b, d, cur):
     v = _new(b, d, "cat", (p, f), dt)
     _emit(b, d, f"{v.name} = nl.ndarray(({p}, {f}), dtype={_dt(dt)})")
     _emit(b, d, f"{v.name}[:, 0:{h}] = {cur.name}[:, 0:{h}]")
-    fn = _pick_math(b, ["exp", "abs"]) if b.coin(0.3) else None
+    fn = b.pick(["exp", "abs"]) if b.coin(0.3) else None
     _emit(b, d, f"{v.name}[:, {h}:{f}] = nl.{fn}({other.name}[:, 0:{f - h}])" if fn
           else f"{v.name}[:, {h}:{f}] = {other.name}[:, 0:{f - h}]")
     b.api("concat")

@@ -21,6 +21,7 @@ Contract:
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -169,8 +170,15 @@ class CompiledKernel:
     def _new_output(self, spec):
         name, shape, storage, dtype = spec
         a = np.empty(shape, dtype=storage)
-        fill_uninit(a, dtype)          # unwritten output elements read as NaN / sentinel, like the interpreter
+        if self.prefill[name]:         # unwritten output elements read as NaN / sentinel, like the interpreter
+            fill_uninit(a, dtype)
         return a
+
+    @functools.cached_property
+    def prefill(self) -> dict[str, bool]:
+        """Outputs to NaN-fill before a launch: all in debug mode, else those not proven fully written."""
+        from ..lower.coverage import fully_written
+        return {name: self.debug or not fully_written(self.kernel, name) for name in self.kernel.outputs}
 
     def call(self, args: list[np.ndarray]) -> None:
         loc = self._scratch()

@@ -278,11 +278,10 @@ class Kernel:
             elif b.kind == "const":
                 plan.append(("const", ck.consts[name]))
             else:
-                plan.append(("out", (b.shape, D.storage(b.dtype), b.dtype)))
+                plan.append(("out", (b.shape, D.storage(b.dtype), b.dtype, ck.prefill.get(name, True))))
         out_index = [ck.gen.arg_buffers.index(n) for n in kernel.outputs]
         kind = kernel.return_kind
         call = ck.call
-        fill = config.get("NKI_LITE_DEBUG") or True   # outputs start NaN/sentinel (unwritten = visible)
 
         def launcher(call_args):
             bufs = []
@@ -292,9 +291,9 @@ class Kernel:
                 elif how == "const":
                     bufs.append(what)
                 else:
-                    shape, storage, dtype = what
+                    shape, storage, dtype, fill = what
                     o = np.empty(shape, storage)
-                    if fill:
+                    if fill:                          # not proven fully written: unwritten = NaN
                         fill_uninit(o, dtype)
                     bufs.append(o)
             call(bufs)

@@ -3,7 +3,8 @@ one loop nest whose intermediates stay in registers.
 
 Contract (bit-identical to running the instructions one by one):
 - A run is consecutive instructions of one body (allocs may sit between them) whose ops are
-  elementwise (`FUSABLE`), unmasked, single-output, with the same destination shape, each reading
+  elementwise (`FUSABLE`), single-output, with the same destination shape and the same mask (or
+  none), each reading
   (through the identical access) a value an earlier member wrote, and none writing a buffer an
   earlier member reads or writes. Every member computes exactly what its own rule computes — the
   rule's value function is reused — and a consumer reads the producer's *stored* value (already
@@ -26,7 +27,7 @@ FUSABLE = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_sca
 
 
 def _fusable(n) -> bool:
-    return (isinstance(n, ir.Instr) and n.op in FUSABLE and n.mask is None and len(n.outs) == 1
+    return (isinstance(n, ir.Instr) and n.op in FUSABLE and len(n.outs) == 1
             and not any(isinstance(o, ir.Access) and o.buffer == n.out.buffer and o != n.out for o in n.ins))
 
 
@@ -62,7 +63,7 @@ def plan(nodes, roots) -> list:
                 pending_allocs.append(m)
                 j += 1
                 continue
-            if not _fusable(m) or m.out.shape != n.out.shape:
+            if not _fusable(m) or m.out.shape != n.out.shape or m.mask != n.mask:
                 break
             ins = [o for o in m.ins if isinstance(o, ir.Access)]
             feeds = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] == o]
@@ -105,10 +106,13 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
         finally:
             em.capturing = None
         items.append((m, ins, value_fn))
-    for m, ins, _ in items:
-        em.check_bounds(m, ctx, [m.out] + list(ins), None)
+    slows = [em.check_bounds(m, ctx, [m.out] + list(ins), None) for m, ins, _ in items]
+    slows = [x for x in slows if x is not None]
+    mask = members[0].mask
     shape = members[0].out.shape
-    vec = all(_vectorizable(em, m, shape, ins, False, None) for m, ins, _ in items)
+    vax = axis_var(len(shape) - 1)
+    vec = (all(_vectorizable(em, m, shape, ins, False, None) for m, ins, _ in items)
+           and (mask is None or vax not in mask.vars()))
 
     def body(env):
         em.fused = {}
@@ -121,22 +125,44 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
         finally:
             em.fused = None
 
-    with B.loop(shape[0], "fp") if shape[0] > 1 else contextlib.nullcontext("0") as p:
-        env0 = {**ctx.env, axis_var(0): p}
-        if vec:
-            vax = axis_var(len(shape) - 1)
-            n = shape[-1]
-            nv = n // VECTOR_WIDTH
-            with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
-                with B.loop(nv, "fv") as c:
-                    em.W, em.vaxis = VECTOR_WIDTH, vax
-                    try:
-                        body({**env, vax: B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")})
-                    finally:
-                        em.W, em.vaxis = 1, None
-                if n % VECTOR_WIDTH:
-                    with B.loop(n - nv * VECTOR_WIDTH, "ft") as t:
-                        body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
-        else:
-            with em.elements(shape, env0, start=1) as env:
-                body(env)
+    def fused_loops():
+        with B.loop(shape[0], "fp") if shape[0] > 1 else contextlib.nullcontext("0") as p:
+            env0 = {**ctx.env, axis_var(0): p}
+            if vec:
+                n = shape[-1]
+                nv = n // VECTOR_WIDTH
+                with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
+                    live = em.mask_value(mask, env)            # uniform along the vector axis
+                    with (B.if_(live, "fm") if live is not None else contextlib.nullcontext()):
+                        with B.loop(nv, "fv") as c:
+                            em.W, em.vaxis = VECTOR_WIDTH, vax
+                            try:
+                                body({**env, vax: B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")})
+                            finally:
+                                em.W, em.vaxis = 1, None
+                        if n % VECTOR_WIDTH:
+                            with B.loop(n - nv * VECTOR_WIDTH, "ft") as t:
+                                body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
+            else:
+                with em.elements(shape, env0, start=1) as env:
+                    live = em.mask_value(mask, env)
+                    with (B.if_(live, "fs") if live is not None else contextlib.nullcontext()):
+                        body(env)
+
+    if not slows:
+        fused_loops()
+        return
+    # masked and possibly out of bounds somewhere: the checked, one-instruction-at-a-time code instead
+    anyslow = slows[0]
+    for x in slows[1:]:
+        anyslow = B.op(f"or i1 {anyslow}, {x}")
+    fast, slow, done = B.new_label("ff"), B.new_label("fsl"), B.new_label("fd")
+    B.cond_br(anyslow, slow, fast)
+    B.block(fast)
+    fused_loops()
+    B.br(done)
+    B.block(slow)
+    for m in members:
+        OPS[m.op].rules["llvm"](em, m, ctx)
+    B.br(done)
+    B.block(done)

@@ -1,5 +1,4 @@
 """Errors: registry, classes, and messages that name the kernel's file:line with excerpt and caret."""
-import inspect
 import os
 
 import numpy as np
@@ -9,15 +8,14 @@ import nki_lite as nki
 import nki_lite.language as nl
 from nki_lite import errors
 
+from . import markers
+
 HERE = os.path.abspath(__file__)
 
 
 def line_of(marker: str) -> int:
-    """Line number in this file of the (unique) line containing `marker`."""
-    src = open(HERE).read().splitlines()
-    hits = [i + 1 for i, s in enumerate(src) if s.rstrip().endswith("# " + marker)]
-    assert len(hits) == 1, hits
-    return hits[0]
+    """Line number in this file of the (unique) line ending with `# marker`."""
+    return markers.line_of(HERE, marker)
 
 
 def test_every_code_unique_and_class_is_a_builtin_too():

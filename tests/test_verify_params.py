@@ -1,38 +1,21 @@
 """Verifier rules 10 (writes to immutable parameters) and 11 (outputs never written)."""
-import os
 import warnings
 
-import numpy as np
 import pytest
 
 import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite import errors
+
+from .markers import marker_helpers, spec
 from nki_lite.lower.verify import OutputCoverageWarning
 
-HERE = os.path.abspath(__file__)
+HERE, line_of, _expect = marker_helpers(__file__)
 TARGETS = ("trn1", "trn2", "trn3")
 
 
-def line_of(marker: str) -> int:
-    src = open(HERE).read().splitlines()
-    hits = [i + 1 for i, s in enumerate(src) if s.rstrip().endswith("# " + marker)]
-    assert len(hits) == 1, (marker, hits)
-    return hits[0]
-
-
-def spec(shape, dt=np.float32):
-    return nt.tensor[list(shape), dt]
-
-
-def expect(kernel, args, cls, name, marker, target="trn2"):
-    with pytest.raises(cls) as ei:
-        kernel.trace(*args, target=target)
-    e = ei.value
-    assert e.name == name and e.code == errors.ERRORS[name].code, str(e)
-    assert f"{HERE}:{line_of(marker)}:" in str(e), str(e)
-    return e
+expect = _expect
 
 
 # ------------------------------------------------------------------------------ rule 10

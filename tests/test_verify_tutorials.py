@@ -12,19 +12,15 @@ import numpy as np
 import pytest
 
 import nki_lite.language as nl
-import nki_lite.typing as nt
 from nki_lite.lower.affine import Affine, Cmp
 from nki_lite.lower.verify_common import EMPTY, Range, enumerate_points, solve_range
 from nki_lite.runtime.kernel import Kernel
 from tests.kernels import matmul_tutorial as MT
 from tests.kernels import tutorial_style as T
+from tests.markers import spec
 
 TARGETS = ("trn1", "trn2", "trn3")
 LOWER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nki_lite", "lower")
-
-
-def spec(shape, dt=np.float32):
-    return nt.tensor[list(shape), dt]
 
 
 # every kernel of tests/kernels/tutorial_style.py, with argument sets (several shapes where ragged)

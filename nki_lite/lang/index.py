@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower.affine import Affine, Cmp, Mask, as_affine, axis_var
+from ..lower.affine import Affine, Cmp, Mask, axis_var
 
 
 def _err(name: str, msg: str, hint: str | None = None):

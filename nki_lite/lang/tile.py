@@ -21,7 +21,7 @@ from ..lower import ir
 from ..lower.affine import Affine, axis_var
 from . import dtypes as D
 from .index import DynSlice, Index, as_index
-from .tracer import Tracer, attrs, current
+from .tracer import Tracer, attrs
 
 
 def _err(name: str, msg: str, hint: str | None = None, depth: int = 3):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...lang import dtypes as D
 from .. import ir

@@ -2,8 +2,6 @@
 copy_predicated, device_print (mirrors runtime/interpret_rules*.py)."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from ...lang import dtypes as D
@@ -12,7 +10,6 @@ from ...runtime.interpreter import SENTINEL
 from .. import ir
 from ..affine import Affine, axis_var
 from ..ops import rule
-from .irbuilder import f32
 from .rules_common import elementwise
 
 

@@ -8,7 +8,6 @@ from ...numerics import alu
 from .. import ir
 from ..affine import Affine, axis_var
 from ..ops import rule
-from .irbuilder import f32
 from .rules_common import LANES, Lanes, RowAny, alu_op, domain, flat_axes, identity
 
 

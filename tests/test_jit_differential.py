@@ -12,9 +12,10 @@
   argument name; read-only arrays are refused for nt.mutable_tensor parameters.
 
 The JIT disk cache is switched off here (NKI_LITE_DISK_CACHE=0): these tests are about the code
-generator and about LLVM compiles in this process. Known JIT bugs found by the generator are listed in
-kernelgen.KNOWN_BUGS with minimal repros in tests/test_jit_regressions.py; NKI_LITE_KERNELGEN_AVOID_KNOWN=1
-makes the generator steer around them. A failing generated case prints as the kernel's source.
+generator and about LLVM compiles in this process. The generated examples are derandomized (the same
+cases every run); NKI_LITE_HYPOTHESIS_SCALE=k runs k times as many, randomly, and NKI_LITE_SHRINK=1
+shrinks a failure. A failing generated case prints as the kernel's source; minimal repros of the bugs the
+generator found are in tests/test_jit_regressions.py (open ones in kernelgen.KNOWN_BUGS).
 """
 from __future__ import annotations
 
@@ -225,6 +226,100 @@ def test_library_kernels_bitwise_at_opt2(name, monkeypatch):
     kernel, make_args = _library_cases()[name]
     out = run_both(kernel, make_args(), context=name)
     assert all(not np.all(np.isnan(o.astype(np.float64))) for o in out)
+
+
+# ---- hand-written hazards for the JIT's elementwise fusion and in-place updates (lower/llvm/fusion.py)
+
+@nki.jit
+def _hz_view_of_fused_intermediate(x):
+    o1 = nl.ndarray((8, 1), nl.float32, buffer=nl.shared_hbm)
+    o2 = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    a = nl.exp(nl.load(x))
+    b = nl.add(a, 1.0)
+    nl.store(o1, nl.sum(a[:, 0:3], axis=1, keepdims=True))      # a is read outside the run too
+    nl.store(o2, b)
+    return o1, o2
+
+
+@nki.jit
+def _hz_write_after_read_in_a_chain(x):
+    o = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    b = nl.add(a, 1.0)
+    a[...] = nl.multiply(a, 2.0)
+    nl.store(o, nl.add(b, a))
+    return o
+
+
+@nki.jit
+def _hz_masked_chain_then_full_read(x):
+    o = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    ip = nl.arange(8)[:, None]
+    a = nl.exp(nl.load(x), mask=(ip < 5))
+    b = nl.add(a, 1.0, mask=(ip < 5))
+    nl.store(o, nl.multiply(a, b))                  # reads the masked-off (NaN-filled) rows of a and b
+    return o
+
+
+@nki.jit
+def _hz_carried_across_iterations(x):
+    o = nl.ndarray((8, 16), nl.float32, buffer=nl.shared_hbm)
+    h = nl.zeros((8, 16), nl.float32)
+    for i in nl.sequential_range(3, -1, -1):
+        u = nl.add(h, nl.load(x[i * 8:(i + 1) * 8, :]))
+        h[...] = nl.multiply(u, 0.5)
+    nl.store(o, h)
+    return o
+
+
+@nki.jit
+def _hz_psum_updated_in_place(x, w):
+    o = nl.ndarray((16, 32), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.zeros((16, 32), nl.float32, buffer=nl.psum)
+    ps += nisa.nc_matmul(nl.load(w), nl.load(x))
+    a = nl.exp(ps)
+    ps[...] = nl.add(ps, a)
+    nl.store(o, nl.multiply(ps, a))
+    return o
+
+
+@nki.jit
+def _hz_views_of_one_tile(x):
+    o = nl.ndarray((8, 8), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    a = nl.ndarray((8, 16), nl.float32)
+    a[:, 0:8] = nl.exp(t[:, 0:8])
+    a[:, 8:16] = nl.add(a[:, 0:8], t[:, 8:16])
+    nl.store(o, nl.multiply(a[:, 8:16], a[:, 0:8]))
+    return o
+
+
+@nki.jit
+def _hz_overlapping_read_and_write(x):
+    o = nl.ndarray((8, 15), nl.float32, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    a[:, 1:16] = nl.add(a[:, 0:15], 1.0)            # one instruction reads what it overwrites
+    nl.store(o, nl.multiply(a[:, 1:16], 2.0))
+    return o
+
+
+_HAZARDS = {
+    "view_of_fused_intermediate": (_hz_view_of_fused_intermediate, ((8, 16),)),
+    "write_after_read_in_a_chain": (_hz_write_after_read_in_a_chain, ((8, 16),)),
+    "masked_chain_then_full_read": (_hz_masked_chain_then_full_read, ((8, 16),)),
+    "carried_across_iterations": (_hz_carried_across_iterations, ((32, 16),)),
+    "psum_updated_in_place": (_hz_psum_updated_in_place, ((8, 32), (8, 16))),
+    "views_of_one_tile": (_hz_views_of_one_tile, ((8, 16),)),
+    "overlapping_read_and_write": (_hz_overlapping_read_and_write, ((8, 16),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HAZARDS))
+@pytest.mark.parametrize("opt", ["0", "2"])
+def test_fusion_and_in_place_hazards(name, opt, monkeypatch):
+    monkeypatch.setenv("NKI_LITE_JIT_OPT", opt)
+    kernel, shapes = _HAZARDS[name]
+    run_both(kernel, [_normal(80 + k, s) for k, s in enumerate(shapes)], context=name)
 
 
 def test_device_print_output_is_identical(capsys):
@@ -554,6 +649,10 @@ def test_noncontiguous_fortran_and_unaligned_arguments_are_copied_once_warned():
         assert_same_bits(contiguous, x)
     assert_same_bits(combine(strided, fortran, unaligned, mode="interpret"), got)
     assert combine.cache_info()["compiles"] == 1
+    # a dtype that differs from the kernel's is a different signature, never a copy; a byte-swapped
+    # array (the one "same dtype, other layout" case numpy has) is refused
+    with pytest.raises(errors.ArgumentError):
+        combine(strided.astype(">f4"), fortran, unaligned, mode="jit")
 
 
 def test_noncontiguous_mutable_parameter_is_written_back():

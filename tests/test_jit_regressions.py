@@ -1,10 +1,10 @@
 """Minimal repros of JIT / interpreter disagreements found by tests/kernelgen.py and the differential tests.
 
-Each test states the contract it checks: a kernel that traces must run on both backends with the same
-results bit for bit (or be rejected at trace time with an NkiLiteError, which is a fine fix too), and
-both backends treat arguments the same way. They fail until the bug they name is fixed; the generator
-(kernelgen.KNOWN_BUGS) lists the same bugs and, with NKI_LITE_KERNELGEN_AVOID_KNOWN=1, steers around
-them.
+Each test states the contract it checks: a kernel that traces runs on both backends with the same
+results bit for bit (or is rejected at trace time with an NkiLiteError, which is a fine fix too), and
+both backends treat arguments the same way. Every test here failed when its bug was found; they stay
+as regression tests. A bug that is found but not fixed yet also gets an entry in kernelgen.KNOWN_BUGS
+(the generator can then steer around it with NKI_LITE_KERNELGEN_AVOID_KNOWN=1).
 """
 from __future__ import annotations
 
@@ -77,9 +77,9 @@ def assert_backends_agree(kernel, *args) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# kernelgen.KNOWN_BUGS["math_intrinsic_redeclared"]: each fp32math function's LLVM text carries its own
-# `declare @llvm.roundeven/floor/sqrt...`; two functions that share an intrinsic in one kernel give
-# "invalid redefinition of function 'llvm.roundeven.f32'" (LLVM IR parsing error) in the JIT.
+# Found by the generator: each fp32math function's LLVM text carried its own `declare @llvm.roundeven/
+# floor/sqrt...`; two functions sharing an intrinsic in one kernel (exp and tanh, sin and cos, sqrt and
+# rsqrt, ...) gave "invalid redefinition of function 'llvm.roundeven.f32'" (LLVM IR parsing error).
 
 def _two_functions(f1, f2):
     @nki.jit
@@ -98,8 +98,8 @@ def test_two_transcendentals_sharing_an_llvm_intrinsic(f1, f2):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# kernelgen.KNOWN_BUGS["int_path_attached_reduce"]: tensor_scalar_reduce whose tensor_scalar runs on the
-# integer path (integer data and operand): the JIT's attached reduction emits `fadd ..., None`.
+# Found by the generator: tensor_scalar_reduce whose tensor_scalar runs on the integer path (integer data
+# and operand): the JIT's attached reduction emitted `fadd float %t, None` (LLVM IR parsing error).
 
 def test_tensor_scalar_reduce_on_the_integer_path():
     @nki.jit
@@ -115,9 +115,10 @@ def test_tensor_scalar_reduce_on_the_integer_path():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# kernelgen.KNOWN_BUGS["int_only_op_float_out"]: the frontend accepts a bitwise/shift op on integer tiles
-# whose instruction then does not take the integer path (output dtype not an integer, or a float operand):
-# the interpreter raises KeyError('bitwise_or') from alu.FP32, the JIT NotImplementedError.
+# Found by the generator: the frontend accepted a bitwise/shift op on integer tiles whose instruction then
+# did not take the integer path (a float dtype=, uint32 with a signed type promoting to float32, a float
+# operand of a two-op tensor_scalar): the interpreter raised KeyError('bitwise_or') from alu.FP32, the JIT
+# NotImplementedError.
 
 def _bitwise_float_dtype(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
@@ -161,8 +162,8 @@ def test_bitwise_op_off_the_integer_path(fn, args):
 
 # ---------------------------------------------------------------------------------------------------------
 # Aliasing: the interpreter copies every input before running (and writes mutable parameters back at
-# the end), the JIT works on the caller's buffers. When the same array is passed as an nt.mutable_tensor
-# parameter and as another input, the JIT reads values it already overwrote.
+# the end), the JIT works on the caller's buffers. When the same array was passed as an nt.mutable_tensor
+# parameter and as another input, the JIT read values it had already overwritten (rows 0, 0, 0, 0).
 
 def test_mutable_parameter_aliasing_another_input():
     @nki.jit
@@ -183,9 +184,9 @@ def test_mutable_parameter_aliasing_another_input():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Read-only arrays passed as nt.mutable_tensor parameters: the JIT refuses a contiguous one with
-# ArgumentError before running; the interpreter runs and fails in np.copyto with a bare ValueError, and the
-# JIT does the same for a read-only *non-contiguous* one (it checks writeability after copying it).
+# Read-only arrays passed as nt.mutable_tensor parameters: the JIT refused a contiguous one with
+# ArgumentError before running, but the interpreter ran and failed in np.copyto with a bare ValueError, and
+# so did the JIT for a read-only *non-contiguous* one (it checked writeability after copying it).
 
 @nki.jit
 def _bump(y: nt.mutable_tensor, x):

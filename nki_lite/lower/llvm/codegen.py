@@ -77,6 +77,7 @@ class Emitter:
         self.needs_print = False
         self.allocas: list[str] = []
         self.row_value: str | None = None
+        self.row: str | None = None  # row-major bodies: the current partition (axis 0) of every instruction
         self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
         self.vaxis: str | None = None
         self.capturing: list | None = None   # fusion: rules hand over (ins, value_fn) instead of emitting
@@ -106,6 +107,13 @@ class Emitter:
     def vcoeff(self, acc: ir.Access) -> int:
         """Coefficient of the vector axis in an access's flat index (1 contiguous, 0 broadcast)."""
         return self.flat_index(acc).coeff(self.vaxis) if self.vaxis else 0
+
+    def partitions(self, n: int, hint: str = "p"):
+        """Loop over the partition axis (axis 0) of an instruction — or, inside a row-major body
+        (lower/llvm/rowmajor.py), just the current row."""
+        if self.row is not None:
+            return contextlib.nullcontext(self.row)
+        return self.b.loop(n, hint) if n > 1 else contextlib.nullcontext("0")
 
     def entry_alloca(self, ty: str, hint: str = "a") -> str:
         name = f"%{hint}.{len(self.allocas)}"
@@ -345,6 +353,21 @@ class Emitter:
     # ---------------------------------------------------------------- kernel structure
     def run_nodes(self, nodes, ctx: _Ctx) -> None:
         from .fusion import emit_run, plan
+        from .rowmajor import row_local
+        P = row_local(self, list(nodes)) if self.vectorize and self.row is None else None
+        if P is not None:
+            # every instruction works on its own partition row: run the whole body row by row, so a
+            # row's intermediates stay in cache (same per-element computations, same bits)
+            allocs = [n for n in nodes if isinstance(n, ir.Instr) and n.op == "alloc"]
+            for a in allocs:
+                OPS["alloc"].rules["llvm"](self, a, ctx)
+            with self.b.loop(P, "row") as r:
+                self.row = r
+                try:
+                    self.run_nodes([n for n in nodes if not (isinstance(n, ir.Instr) and n.op == "alloc")], ctx)
+                finally:
+                    self.row = None
+            return
         items = plan(list(nodes), self.root) if self.vectorize else list(nodes)
         for n in items:
             if isinstance(n, list):

@@ -126,7 +126,7 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
             em.fused = None
 
     def fused_loops():
-        with B.loop(shape[0], "fp") if shape[0] > 1 else contextlib.nullcontext("0") as p:
+        with em.partitions(shape[0], "fp") as p:
             env0 = {**ctx.env, axis_var(0): p}
             if vec:
                 n = shape[-1]

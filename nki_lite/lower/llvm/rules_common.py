@@ -281,7 +281,7 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
                 with B.loop(n - nv * VECTOR_WIDTH, "vt") as t:
                     scalar_body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
 
-    with B.loop(shape[0], "p") if shape[0] > 1 else contextlib.nullcontext("0") as p:
+    with em.partitions(shape[0], "p") as p:
         env0 = {**ctx.env, axis_var(0): p}
         if lanes:
             lanes.reset()

@@ -132,7 +132,7 @@ def _scan(em, instr, ctx):
     slow = em.check_bounds(instr, ctx, accesses, None)
     carry = em.entry_alloca("float", "carry")
     P, F = dst.shape
-    with B.loop(P, "sp") if P > 1 else contextlib.nullcontext("0") as p:
+    with em.partitions(P, "sp") as p:
         env0 = {**ctx.env, axis_var(0): p}
         if isinstance(init, ir.Imm):
             iv = f32(init.value)

@@ -34,7 +34,7 @@ def _unflatten(em, flat: str, shape, start: int, env: dict) -> dict:
 
 @contextlib.contextmanager
 def _per_partition(em, P: int, env: dict):
-    with em.b.loop(P, "rp") if P > 1 else contextlib.nullcontext("0") as p:
+    with em.partitions(P, "rp") as p:
         yield {**env, axis_var(0): p}
 
 
@@ -93,7 +93,10 @@ def _tensor_reduce(em, instr, ctx):
     with contextlib.ExitStack() as outer:
         env = dict(ctx.env)
         for a in kept:
-            env[axis_var(a)] = outer.enter_context(B.loop(src.shape[a], f"rk{a}_")) if src.shape[a] > 1 else "0"
+            if a == 0:
+                env[axis_var(a)] = outer.enter_context(em.partitions(src.shape[0], "rk0_"))
+            else:
+                env[axis_var(a)] = outer.enter_context(B.loop(src.shape[a], f"rk{a}_")) if src.shape[a] > 1 else "0"
         if lanes:
             lanes.reset()
         else:

@@ -3,15 +3,15 @@
 Contract: `OPS[name]` describes an IR op (its default engine and a one-line meaning). Backends
 register a rule per op with `@rule(backend, name)`; `BACKENDS` lists the backends that exist, and a
 test asserts every op has a rule in every one of them, so a new op cannot reach one backend and
-not the others. Backends: "interpret" (numpy oracle, runtime/interpret_rules.py). The LLVM JIT and
-the engine model add "llvm" and "cost" here when they land.
+not the others. Backends: "interpret" (numpy oracle, runtime/interpret_rules*.py), "llvm" (the JIT,
+lower/llvm/rules_*.py) and "cost" (the engine model, lower/cost/rules.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-BACKENDS: tuple[str, ...] = ("interpret", "cost")
+BACKENDS: tuple[str, ...] = ("interpret", "llvm", "cost")
 
 
 @dataclass

@@ -41,6 +41,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("NKI_LITE_JIT_OPT", "2", ("0", "1", "2", "3"),
          "LLVM optimisation level of JIT code (results are identical at every level; 2 balances compile time "
          "and speed)", int),
+    Knob("NKI_LITE_NUM_THREADS", "0", None,
+         "threads for SPMD programs proven independent (0: one per core); results are identical for every count",
+         int),
     Knob("NKI_LITE_DEBUG", "0", None, "JIT debug mode: fill new tiles with NaN like the interpreter", _bool),
     Knob("NKI_LITE_DISK_CACHE", "1", None, "keep JIT object code in the per-user disk cache so later processes "
          "skip LLVM (0 disables; see docs/jit_cache.md)", _bool),

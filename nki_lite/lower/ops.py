@@ -62,5 +62,16 @@ def rule(backend: str, name: str):
     return deco
 
 
+_RULE_MODULES = ("nki_lite.runtime.interpret_rules", "nki_lite.runtime.interpret_rules_ext",
+                 "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
+                 "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
+                 "nki_lite.lower.cost.rules")
+
+
 def missing_rules() -> list[tuple[str, str]]:
+    """(op, backend) pairs without a rule, after loading every backend's rule modules (some load
+    lazily at run time, e.g. the JIT's on the first compile)."""
+    import importlib
+    for mod in _RULE_MODULES:
+        importlib.import_module(mod)
     return [(name, b) for name, op in OPS.items() for b in BACKENDS if b not in op.rules]

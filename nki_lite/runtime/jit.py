@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import TimeoutError as _FutureTimeout
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,9 @@ from .. import config, errors
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.llvm import target as T
+from ..lower.llvm.abi import STATUS_PROG_HI as _PROG_HI
+from ..lower.llvm.abi import STATUS_PROG_LO as _PROG_LO
+from ..lower.llvm.abi import STATUS_STOP as _STOP
 from . import diskcache as DC
 from .interpreter import fill_uninit
 
@@ -85,6 +90,35 @@ def _source_text(kernel: ir.Kernel, debug: bool):
     offset = _array_data_offset()
     text = gen.text + (_trampoline(len(gen.arg_buffers), offset) if offset is not None else "")
     return gen, text, offset is not None
+
+
+def _num_threads() -> int:
+    n = config.get("NKI_LITE_NUM_THREADS")
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool():
+    """The process's worker threads (native code releases the GIL); re-created after fork."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="nki_lite")
+        return _POOL
+
+
+def _reset_pool_after_fork() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pool_after_fork)
 
 
 class CompiledKernel:
@@ -180,16 +214,68 @@ class CompiledKernel:
         from ..lower.coverage import fully_written
         return {name: self.debug or not fully_written(self.kernel, name) for name in self.kernel.outputs}
 
-    def call(self, args: list[np.ndarray]) -> None:
+    @functools.cached_property
+    def n_programs(self) -> int:
+        return int(np.prod(self.kernel.grid or (1,)))
+
+    @functools.cached_property
+    def parallel(self) -> bool:
+        """May the SPMD programs run on several threads without changing a bit? (lower/parallel.py)"""
+        from ..lower.parallel import programs_independent
+        return not self.gen.needs_print and programs_independent(self.kernel)
+
+    def _run(self, args, lo: int, hi: int, stop_addr: int) -> tuple[int, np.ndarray]:
         loc = self._scratch()
         arena_ptr, status_ptr = loc.ptrs
+        st = loc.status
+        st[_PROG_LO], st[_PROG_HI], st[_STOP] = lo, hi, stop_addr
         if self._call_py is not None:
             rc = self._call_py(*args, arena_ptr, status_ptr, self._print_ptr)
         else:
             arr = (ctypes.c_void_p * max(1, len(args)))(*[a.ctypes.data for a in args])
             rc = self._call(ctypes.addressof(arr), arena_ptr, status_ptr, self._print_ptr)
+        return rc, st
+
+    def call(self, args: list[np.ndarray]) -> None:
+        n = self.n_programs
+        threads = min(n, _num_threads()) if n > 1 else 1
+        if threads > 1 and self.parallel:
+            return self._call_parallel(args, threads)
+        rc, st = self._run(args, 0, n, 0)
         if rc:
-            raise self._error(loc.status.copy())
+            raise self._error(st.copy())
+
+    def _call_parallel(self, args, threads: int) -> None:
+        """Contiguous chunks of programs on the pool; the first error sets the shared stop flag so
+        the other threads end at their next program; Ctrl-C does the same and re-raises."""
+        n = self.n_programs
+        stop = np.zeros(1, dtype=np.int64)
+        bounds = [(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+
+        def work(lo, hi):
+            rc, st = self._run(args, lo, hi, stop.ctypes.data)
+            if rc == 1:
+                stop[0] = 1
+                return lo, st.copy()
+            return None
+        futures = [_pool().submit(work, lo, hi) for lo, hi in bounds]
+        results = []
+        try:
+            for f in futures:
+                while True:
+                    try:
+                        results.append(f.result(timeout=0.2))
+                        break
+                    except _FutureTimeout:
+                        continue
+        except KeyboardInterrupt:
+            stop[0] = 1
+            for f in futures:
+                f.exception()
+            raise
+        failed = sorted((r for r in results if r is not None), key=lambda r: r[0])
+        if failed:
+            raise self._error(failed[0][1])
 
     # ---- runtime errors and printing
     def _env_text(self, status: np.ndarray, site: int) -> str:

@@ -29,8 +29,8 @@ from ..ops import OPS
 from . import convert as CV
 from .irbuilder import FnBuilder, f32, f32_bits
 
-STATUS_WORDS = 32
-STATUS_LOOPS = 6        # status[6 : 6 + 24] holds the values of pids and enclosing loop vars
+from .abi import (STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PROG_HI, STATUS_PROG_LO,  # noqa: E402,F401
+                  STATUS_STOP, STATUS_WORDS)
 ERR_BOUNDS = 1
 CANON_NAN = 0x7FC00000
 
@@ -297,7 +297,7 @@ class Emitter:
         for k, v in enumerate(vals):
             p = self.b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
             self.b.emit(f"store i64 {v}, ptr {p}, align 8")
-        for k, name in enumerate(ctx.names[:STATUS_WORDS - STATUS_LOOPS]):
+        for k, name in enumerate(ctx.names[:STATUS_LOOP_WORDS]):
             p = self.b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_LOOPS + k}")
             self.b.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
         self.b.br("fail_exit")
@@ -400,11 +400,30 @@ class Emitter:
         for name, off in self.offsets.items():
             self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
         grid = self.k.grid or ()
-        with contextlib.ExitStack() as stack:
-            env, names = {}, []
-            for g, n in enumerate(grid):
-                env[f"pid{g}"] = stack.enter_context(b.loop(n, "g"))
-                names.append(f"pid{g}")
+        # SPMD programs [lo, hi) in row-major linear order (the runtime may split the grid over threads);
+        # a set stop flag (another thread failed, or Ctrl-C) ends the run between programs
+        words = {}
+        for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP)):
+            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
+            words[name] = b.op(f"load i64, ptr {q}, align 8")
+        stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
+        has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
+        count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
+        with b.loop(count, "g") as i:
+            lin = b.op(f"add nsw i64 {i}, {words['lo']}")
+            with b.if_(has_stop, "st"):
+                flag = b.op(f"load volatile i64, ptr {stop_ptr}, align 8")
+                stopped = b.op(f"icmp ne i64 {flag}, 0")
+                with b.if_(stopped, "sx"):
+                    b.br("stop_exit")
+                    b.block(b.new_label("dead"))
+            env, names, rem = {}, [], lin
+            for g in reversed(range(len(grid))):
+                n = grid[g]
+                env[f"pid{g}"] = b.op(f"urem i64 {rem}, {n}") if g > 0 else rem
+                if g > 0:
+                    rem = b.op(f"udiv i64 {rem}, {n}")
+            names = [f"pid{g}" for g in range(len(grid))]
             self.run_nodes(self.k.body, _Ctx(env, names))
         restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if x86 else ""
         body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
@@ -414,6 +433,8 @@ class Emitter:
                 restore + "  ret i32 0",
                 "fail_exit:",
                 restore + "  ret i32 1",
+                "stop_exit:",
+                restore + "  ret i32 2",
                 "}", ""]
         text += sorted(self.declares)
         text += list(self.functions.values())

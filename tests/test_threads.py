@@ -1,0 +1,85 @@
+"""SPMD programs on several threads: identical bits for every thread count, serial when unproven,
+errors and forks handled."""
+import os
+
+import numpy as np
+import pytest
+
+import nki_lite as nki
+import nki_lite.language as nl
+from nki_lite import errors
+from nki_lite.lower.parallel import programs_independent
+from nki_lite.stdlib.elementwise import spmd_add
+
+from .markers import line_of
+
+
+@pytest.fixture(autouse=True)
+def jit_mode(monkeypatch):
+    monkeypatch.setenv("NKI_LITE_MODE", "jit")
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3", "8"])
+def test_spmd_results_identical_for_every_thread_count(monkeypatch, threads):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((128 * 6, 512 * 3)).astype(np.float32)
+    b = rng.standard_normal((128 * 6, 512 * 3)).astype(np.float32)
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    out = spmd_add[6, 3](a, b)
+    assert np.array_equal(out, a + b)
+    assert programs_independent(spmd_add[6, 3].trace(a, b))
+
+
+@nki.jit
+def every_program_writes_row0(x):
+    out = nl.ndarray((128, 512), x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[nl.program_id(0) * 128 + nl.arange(128)[:, None], nl.arange(512)[None, :]])
+    nl.store(out, t)                      # the last program (in row-major order) wins, serially
+    return out
+
+
+def test_overlapping_writes_stay_serial(monkeypatch):
+    x = np.arange(4 * 128 * 512, dtype=np.float32).reshape(4 * 128, 512)
+    assert not programs_independent(every_program_writes_row0[4].trace(x))
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
+    out = every_program_writes_row0[4](x)
+    assert np.array_equal(out, x[3 * 128:])
+    assert np.array_equal(out, every_program_writes_row0[4](x, mode="interpret"))
+
+
+def test_error_in_one_program_is_raised_with_its_line(monkeypatch):
+    """An out-of-bounds access only the runtime sees (IR run without the verifier), in program 5."""
+    from nki_lite.lang.trace import trace
+    from nki_lite.lower.passes import run_default
+    from nki_lite.runtime.jit import CompiledKernel
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((8 * 128, 4), x.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        t = nl.load(x[i * 128 + i * 10 + nl.arange(128)[:, None], nl.arange(4)[None, :]])  # MARK-THREAD-OOB
+        nl.store(out[i * 128 + nl.arange(128)[:, None], nl.arange(4)[None, :]], t)
+        return out
+
+    x = np.zeros((8 * 128 + 50, 4), np.float32)
+    kern = run_default(trace(k.fn, k.bind((x,), {}), (8,), "trn2"))
+    ck = CompiledKernel(kern, debug=False)
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
+    assert ck.parallel
+    with pytest.raises(errors.IndexOutOfBoundsError) as ei:
+        ck.launch({"x": x})
+    assert f":{line_of(__file__, 'MARK-THREAD-OOB')}:" in str(ei.value)
+    assert "pid0=" in str(ei.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_pool_survives_fork(monkeypatch):
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
+    a = np.ones((256, 1024), np.float32)
+    assert np.array_equal(spmd_add[2, 2](a, a), 2 * a)      # the pool exists in the parent
+    pid = os.fork()
+    if pid == 0:                                           # child: a fresh pool, same results
+        ok = np.array_equal(spmd_add[2, 2](a, a), 2 * a)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

@@ -147,6 +147,10 @@ def _scan(em, instr, ctx):
                 prev = B.op(f"load float, ptr {carry}, align 4")
                 x = alu_rev(em, op0, em.operand(a, env, "f32"), prev, "f32", r0)
                 x = alu_rev(em, op1, x, em.operand(b, env, "f32"), "f32", r1)
+                # the carry is canonicalised: a NaN carry stays NaN through every ALU op either way
+                # (outputs are canonicalised too), and LLVM's max/min lowering mishandles a
+                # signalling-NaN carry after optimisation (tests/test_jit_regressions.py)
+                x = em.canon(x)
                 B.emit(f"store float {x}, ptr {carry}, align 4")
                 em.store_raw(dst, env, _finish(em, dst, x, "f32"))
 

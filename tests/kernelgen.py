@@ -152,12 +152,9 @@ DEBUG_DROPS = False
 # Known, not yet fixed JIT/interpreter bugs: name -> description (tests/test_jit_regressions.py holds a
 # minimal repro of each). Guard the code that generates one with `if ... and avoid(name)`: by default the
 # generator keeps producing it (the differential tests fail until it is fixed); with
-# NKI_LITE_KERNELGEN_AVOID_KNOWN=1 it steers around it to look for new bugs. The other bugs in
-# test_jit_regressions.py are fixed.
-KNOWN_BUGS: dict[str, str] = {
-    "scan_minmax_snan_carry": "tensor_tensor_scan with maximum/minimum, an integer data0 and a signalling NaN in "
-                              "data1: at NKI_LITE_JIT_OPT>=1 the JIT's carry drops the NaN",
-}
+# NKI_LITE_KERNELGEN_AVOID_KNOWN=1 it steers around it to look for new bugs. Empty: every bug in
+# test_jit_regressions.py is fixed.
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def avoid(bug: str) -> bool:
@@ -1041,8 +1038,6 @@ def _op_scan(b, d, cur):
     other = b.pick(same)
     d0, d1 = (cur, other) if b.coin(0.6) else (other, cur)
     op0, op1 = b.pick(SCAN_OPS), b.pick(SCAN_OPS)
-    if (_is_int(d0.dtype) and {op0, op1} & {"maximum", "minimum"} and avoid("scan_minmax_snan_carry")):
-        op0 = op1 = "add"
     pp = _per_partition(b, d, cur)
     init = b.pick(pp).name if pp and b.coin(0.5) else _lit(b.pick([0.0, 1.0, -2.0, 0.5]))
     kw = {"initial": init, "op0": f"np.{op0}", "op1": f"np.{op1}"}

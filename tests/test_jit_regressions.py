@@ -161,10 +161,10 @@ def test_bitwise_op_off_the_integer_path(fn, args):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Found by the generator (1 in ~2000 cases at OPT=2; open: kernelgen.KNOWN_BUGS["scan_minmax_snan_carry"]):
-# tensor_tensor_scan with op0 = op1 = maximum (or minimum), an integer data0 and a *signalling* NaN in data1.
-# The interpreter's carry stays NaN: [5, nan, nan, nan]. At NKI_LITE_JIT_OPT >= 1 the JIT drops it after one
-# step: [5, nan, 7, 8] (OPT=0 agrees; a float data0 or a quiet NaN agree at every level).
+# Found by the generator (1 case in ~2000 at OPT=2): tensor_tensor_scan with op0 = op1 = maximum (or
+# minimum), an integer data0 and a *signalling* NaN in data1. The interpreter's carry stays NaN:
+# [5, nan, nan, nan]; at NKI_LITE_JIT_OPT >= 1 the JIT dropped it after one step: [5, nan, 7, 8] (OPT=0
+# agreed; a float data0 or a quiet NaN agreed at every level).
 
 _SNAN = np.array([0x7FA00000], np.uint32).view(F32)[0]
 

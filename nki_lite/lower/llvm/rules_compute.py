@@ -182,6 +182,37 @@ def _to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
                 B.emit(f"store float {v}, ptr {q}, align 4")
 
 
+# register blocks (rows x 16-column vectors) that fit 32 zmm: MR*NR accumulators + NR B vectors + 1
+# broadcast (LLVM_NOTES: 33 live registers spill and run 2x slower)
+_BLOCKS = ((8, 3), (6, 4), (8, 2), (4, 4), (4, 2), (2, 2), (1, 1))
+
+
+def _block_shape(M: int, N: int) -> tuple[int, int]:
+    """The block covering most of the M x N tile (the rest runs in the slower generic loop), larger
+    blocks first on ties; (0, 0) when no block fits."""
+    best, best_key = (0, 0), (0, 0)
+    for mr, nr in _BLOCKS:
+        if M < mr or N < nr * LANES:
+            continue
+        covered = (M // mr * mr) * (N // (nr * LANES) * nr * LANES)
+        key = (covered, mr * nr)
+        if key > best_key:
+            best, best_key = (mr, nr), key
+    return best
+
+
+def _f32_view(em, acc: ir.Access, env: dict, scratch: str) -> tuple[str, int]:
+    """(pointer to element [0, 0], row stride) of a 2-D operand as contiguous-row fp32: the operand
+    itself when it already is (no copy), else a widened copy in `scratch`."""
+    flat = em.flat_index(acc)
+    R, C = acc.shape
+    row = flat.coeff(axis_var(0))
+    if em.dtype(acc) == "float32" and flat.coeff(axis_var(1)) == 1 and row >= C:
+        return em.elem_ptr(acc, {**env, axis_var(0): "0", axis_var(1): "0"}), row
+    _to_scratch_f32(em, acc, env, scratch)
+    return scratch, C
+
+
 @rule("llvm", "nc_matmul")
 def _matmul(em, instr, ctx):
     """acc[m,n] starts at the PSUM value (accumulate) or the first product, then adds products in
@@ -195,10 +226,8 @@ def _matmul(em, instr, ctx):
     em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
     fused = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
     acc_base = em.scratch_ptr()
-    s_base = em.scratch_ptr(M * N * 4)
-    m_base = em.scratch_ptr(M * N * 4 + K * M * 4)
-    _to_scratch_f32(em, s_acc, ctx.env, s_base)
-    _to_scratch_f32(em, m_acc, ctx.env, m_base)
+    s_base, s_stride = _f32_view(em, s_acc, ctx.env, em.scratch_ptr(M * N * 4))
+    m_base, m_stride = _f32_view(em, m_acc, ctx.env, em.scratch_ptr(M * N * 4 + K * M * 4))
     nv = N // LANES if em.vectorize else 0
     VT = f"<{LANES} x float>"
     if fused:
@@ -236,11 +265,11 @@ def _matmul(em, instr, ctx):
                 B.emit(f"store {ty(w)} {v}, ptr {at(acc_base, m, N, col)}, align 4")
             over_n(init, dst_vec)
         else:
-            s0 = B.op(f"load float, ptr {at(s_base, '0', M, m)}, align 4")
+            s0 = B.op(f"load float, ptr {at(s_base, '0', s_stride, m)}, align 4")
 
             def init(col, w):
                 sv = s0 if w == 1 else _splat(em, s0)
-                mv = B.op(f"load {ty(w)}, ptr {at(m_base, '0', N, col)}, align 4")
+                mv = B.op(f"load {ty(w)}, ptr {at(m_base, '0', m_stride, col)}, align 4")
                 B.emit(f"store {ty(w)} {B.op(f'fmul {ty(w)} {sv}, {mv}')}, ptr {at(acc_base, m, N, col)}, align 4")
             over_n(init)
     start = 0 if accumulate else 1
@@ -263,13 +292,13 @@ def _matmul(em, instr, ctx):
             k = B.op(f"add nsw i64 {k0}, {start}")
             with B.loop(r1 - r0, "mm") as mi:
                 m = B.op(f"add nsw i64 {mi}, {r0}")
-                s1 = B.op(f"load float, ptr {at(s_base, k, M, m)}, align 4")
+                s1 = B.op(f"load float, ptr {at(s_base, k, s_stride, m)}, align 4")
                 s16 = _splat(em, s1) if n16 else None
 
                 def step(col, w):
                     q = at(acc_base, m, N, col)
                     old = B.op(f"load {ty(w)}, ptr {q}, align 4")
-                    mv = B.op(f"load {ty(w)}, ptr {at(m_base, k, N, col)}, align 4")
+                    mv = B.op(f"load {ty(w)}, ptr {at(m_base, k, m_stride, col)}, align 4")
                     B.emit(f"store {ty(w)} {mac(s1 if w == 1 else s16, mv, old, w)}, ptr {q}, align 4")
                 if n16:
                     with B.loop(n16, "gv") as c:
@@ -298,9 +327,9 @@ def _matmul(em, instr, ctx):
                         B.emit(f"store {VT} {v}, ptr {slot(i, j)}, align 64")
                 with B.loop(K - start, "uk") as k0:
                     k = B.op(f"add nsw i64 {k0}, {start}")
-                    bv = [B.op(f"load {VT}, ptr {at(m_base, k, N, cols[j])}, align 4") for j in range(NR)]
+                    bv = [B.op(f"load {VT}, ptr {at(m_base, k, m_stride, cols[j])}, align 4") for j in range(NR)]
                     for i in range(MR):
-                        a = _splat(em, B.op(f"load float, ptr {at(s_base, k, M, rows[i])}, align 4"))
+                        a = _splat(em, B.op(f"load float, ptr {at(s_base, k, s_stride, rows[i])}, align 4"))
                         for j in range(NR):
                             q = slot(i, j)
                             old = B.op(f"load {VT}, ptr {q}, align 64")
@@ -312,8 +341,8 @@ def _matmul(em, instr, ctx):
         return nbm * MR, nbn * NR * LANES
 
     if K > start:
-        MR, NR = 8, 3                      # 24 zmm accumulators + 3 B vectors + 1 broadcast <= 32 (LLVM_NOTES)
-        if em.vectorize and M >= MR and N >= NR * LANES:
+        MR, NR = _block_shape(M, N)
+        if em.vectorize and MR:
             mb, nb = micro_kernel(MR, NR)
             generic((0, mb), (nb, N))      # right edge of the blocked rows
             generic((mb, M), (0, N))       # bottom rows

@@ -2,9 +2,10 @@
 
     python benchmarks/jit.py [--quick]
 
-BLAS is limited to one thread with threadpoolctl (if installed); nki_lite runs single-threaded
-today. Each row: median of >= 7 interleaved runs (nki_lite, numpy, nki_lite, ...), output buffers
-preallocated on the numpy side (`out=` everywhere, the "careful" form).
+First at one thread on both sides (BLAS via threadpoolctl, if installed; nki_lite via
+NKI_LITE_NUM_THREADS=1), then at all cores. Each row: median of >= 7 interleaved runs (nki_lite, numpy,
+nki_lite, ...); outputs preallocated on both sides (numpy `out=` everywhere, the "careful" form;
+nki_lite `kernel(..., out=buf)`).
 """
 from __future__ import annotations
 
@@ -69,22 +70,14 @@ def interleaved(fa, fb, reps):
     return statistics.median(ta), statistics.median(tb)
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
-    reps = 7
+def run_cases(quick: bool, reps: int) -> list:
     rng = np.random.default_rng(0)
-    try:
-        from threadpoolctl import threadpool_limits
-        limiter = threadpool_limits(1)
-    except ImportError:
-        limiter = None
-        print("(threadpoolctl not installed: numpy's BLAS may use several threads)")
     rows = []
 
     n = 1024 if quick else 4096
     x = rng.standard_normal((n, n)).astype(np.float32)
-    out, tmp = np.empty_like(x), np.empty((n, 1), np.float32)
-    a, b = interleaved(lambda: row_softmax(x), lambda: numpy_softmax(x, out, tmp), reps)
+    out, tmp, mine = np.empty_like(x), np.empty((n, 1), np.float32), np.empty_like(x)
+    a, b = interleaved(lambda: row_softmax(x, out=mine), lambda: numpy_softmax(x, out, tmp), reps)
     rows.append((f"row softmax {n}x{n} fp32", a, b))
 
     m = 4096 * 4096 if not quick else 1024 * 1024            # 64 MB per fp32 operand (quick: 4 MB)
@@ -92,27 +85,43 @@ def main() -> None:
     cols = m // r // 2048 * 2048
     xs = rng.standard_normal((r, cols)).astype(np.float32)
     ys = rng.standard_normal((r, cols)).astype(np.float32)
-    oc = np.empty_like(xs)
-    a, b = interleaved(lambda: chain5(xs, ys), lambda: numpy_chain(xs, ys, oc), reps)
+    oc, mc = np.empty_like(xs), np.empty_like(xs)
+    a, b = interleaved(lambda: chain5(xs, ys, out=mc), lambda: numpy_chain(xs, ys, oc), reps)
     rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b))
 
     for size in ((1024,) if quick else (1024, 2048)):
         lhsT = rng.standard_normal((size, size)).astype(np.float32)
         rhs = rng.standard_normal((size, size)).astype(np.float32)
-        mo = np.empty((size, size), np.float32)
-        a, b = interleaved(lambda: tiled_matmul(lhsT, rhs), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
+        mo, mm = np.empty((size, size), np.float32), np.empty((size, size), np.float32)
+        a, b = interleaved(lambda: tiled_matmul(lhsT, rhs, out=mm), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
         rows.append((f"tiled matmul {size}^3 fp32", a, b))
         l8 = lhsT.astype(ml_dtypes.float8_e4m3)
         r8 = rhs.astype(ml_dtypes.float8_e4m3)
-        a, b = interleaved(lambda: tiled_matmul(l8, r8),
+        a, b = interleaved(lambda: tiled_matmul(l8, r8, out=mm),
                            lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps)
         rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b))
 
-    print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
-    for name, a, b in rows:
-        print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
-    if limiter is not None:
-        limiter.restore_original_limits()
+    return rows
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    reps = 7
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+        print("(threadpoolctl not installed: numpy's BLAS may use several threads)")
+    for label, threads in (("one thread", 1), (f"all cores ({os.cpu_count()})", 0)):
+        os.environ["NKI_LITE_NUM_THREADS"] = str(threads)
+        limiter = threadpool_limits(threads or None) if threadpool_limits else None
+        rows = run_cases(quick, reps)
+        if limiter is not None:
+            limiter.restore_original_limits()
+        print(f"\n{label}")
+        print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
+        for name, a, b in rows:
+            print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
 
 
 if __name__ == "__main__":

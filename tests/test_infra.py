@@ -225,3 +225,18 @@ def test_baremetal_and_simulate_kernel_run_on_cpu():
     assert np.all(nki.simulate_kernel(nki.jit(add), a, a) == 2)
     assert np.all(nki.baremetal(add)(a, a) == 2)
     assert np.all(nki.baremetal(save_neff_name="x.neff")(add)(a, a) == 2)
+
+
+def test_out_argument_receives_results_on_both_backends():
+    from nki_lite.stdlib.elementwise import spmd_add
+    a = np.arange(256 * 1024, dtype=np.float32).reshape(256, 1024)
+    for mode in ("jit", "interpret"):
+        buf = np.zeros_like(a)
+        res = spmd_add[2, 2](a, a, out=buf, mode=mode)
+        assert res is buf and np.array_equal(buf, 2 * a)
+    with pytest.raises(errors.ArgumentError, match="must be a writable C-contiguous float32"):
+        spmd_add[2, 2](a, a, out=np.zeros((256, 1024), np.float16))
+    with pytest.raises(errors.ArgumentError, match="overlaps an input"):
+        spmd_add[2, 2](a, a, out=a)
+    with pytest.raises(errors.ArgumentError, match="returns 1 new"):
+        spmd_add[2, 2](a, a, out=(np.zeros_like(a), np.zeros_like(a)))

@@ -190,6 +190,7 @@ class Kernel:
             if fast is not None:
                 self.stats["hits"] += 1
                 return fast(args)
+        out = kwargs.pop("out", None) if "out" not in self.signature.parameters else None
         bound = self.bind(args, kwargs)
         for name, v in bound.arguments.items():
             if isinstance(v, TensorSpec):
@@ -198,13 +199,17 @@ class Kernel:
                                   hint="use kernel.inspect_ir(...) to trace placeholders")
         kernel = self._traced(bound, self.resolve_target(target))
         self._check_mutables(kernel, bound)
+        provided = self._provided_outputs(kernel, out, bound)
         if self.resolve_mode(mode) == "jit":
-            fast_ok = not kwargs and mode is None and target is None
-            results = self._run_jit(kernel, bound, args if fast_ok else None)
+            fast_ok = not kwargs and mode is None and target is None and out is None
+            results = self._run_jit(kernel, bound, args if fast_ok else None, provided)
         else:
             from .interpreter import run
             inputs = {name: bound.arguments[name] for name in kernel.params}
             results = run(kernel, inputs)
+            for name, arr in provided.items():
+                np.copyto(arr, results[name])
+                results[name] = arr
         for name in kernel.outputs:
             b = kernel.buffer(name)
             if b.kind == "input" and b.mutable and results[name] is not bound.arguments[name]:
@@ -238,10 +243,43 @@ class Kernel:
         self.stats["disk_hits"] += source == "disk"            # loaded from the JIT disk cache instead
         return ck
 
-    def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None) -> dict:
+    def _provided_outputs(self, kernel: ir.Kernel, out, bound) -> dict:
+        """`kernel(..., out=arr)` / `out=(a, b)`: results go into caller-provided arrays (C-contiguous,
+        writable, the outputs' shapes and dtypes). Not available when the kernel has a parameter
+        named `out` (then `out=` is that argument)."""
+        if out is None:
+            return {}
+        arrays = out if isinstance(out, (tuple, list)) else (out,)
+        names = [n for n in kernel.outputs if kernel.buffer(n).kind == "output"]
+        if len(arrays) != len(names):
+            raise errors.make("argument", f"out= has {len(arrays)} array(s); the kernel returns {len(names)} new "
+                              "tensor(s)", loc=fn_loc(self.fn))
+        res = {}
+        for name, a in zip(names, arrays):
+            b = kernel.buffer(name)
+            ok = (isinstance(a, np.ndarray) and a.shape == b.shape and a.dtype == D.storage(b.dtype)
+                  and a.flags.c_contiguous and a.flags.writeable and a.flags.aligned)
+            if not ok:
+                raise errors.make("argument", f"out= array for '{name}' must be a writable C-contiguous "
+                                  f"{b.dtype} array of shape {b.shape}", loc=fn_loc(self.fn))
+            if any(isinstance(v, np.ndarray) and np.may_share_memory(a, v) for v in bound.arguments.values()):
+                raise errors.make("argument", f"out= array for '{name}' overlaps an input argument",
+                                  loc=fn_loc(self.fn), hint="pass a separate output array")
+            res[name] = a
+        return res
+
+    def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None, provided: dict | None = None) -> dict:
         ck = self._compiled(kernel)
+        if provided:
+            for name, a in provided.items():
+                if ck.prefill.get(name, True):
+                    fill_uninit(a, kernel.buffer(name).dtype)
+            return ck.launch({**self._jit_inputs(kernel, bound), **provided})
         if args is not None:
             self._remember_fast_path(kernel, ck, bound, args)
+        return ck.launch(self._jit_inputs(kernel, bound))
+
+    def _jit_inputs(self, kernel: ir.Kernel, bound) -> dict:
         arrays = {}
         for name in kernel.params:
             b = kernel.buffer(name)
@@ -255,7 +293,7 @@ class Kernel:
             if b.mutable and any(np.may_share_memory(a, bound.arguments[o]) for o in kernel.params if o != name):
                 a = a.copy()                      # aliasing another argument: run on a private copy
             arrays[name] = a
-        return ck.launch(arrays)
+        return arrays
 
     def _remember_fast_path(self, kernel: ir.Kernel, ck, bound, args: tuple) -> None:
         """Cache a launcher for this exact argument signature: a repeated call skips binding,

@@ -4,11 +4,11 @@ one loop nest whose intermediates stay in registers.
 Contract (bit-identical to running the instructions one by one):
 - A run is consecutive instructions of one body (allocs may sit between them) whose ops are
   elementwise (`FUSABLE`), single-output, with the same destination shape and the same mask (or
-  none), each reading
-  (through the identical access) a value an earlier member wrote, and none writing a buffer an
-  earlier member reads or writes. Every member computes exactly what its own rule computes — the
-  rule's value function is reused — and a consumer reads the producer's *stored* value (already
-  rounded to the producer's dtype), so nothing about rounding changes.
+  none). A member may read values earlier members wrote only through the identical access, and
+  none writes a buffer an earlier member reads or writes (independent members, e.g. two loads that
+  feed one op, join too). Every member computes exactly what its own rule computes — the rule's
+  value function is reused — and a consumer reads the producer's *stored* value (already rounded
+  to the producer's dtype), so nothing about rounding changes.
 - A temporary that only members write and read is not stored at all ("elided").
 - `plan(nodes, reads)` splits a body into single nodes and runs; the codegen emits runs with
   `emit_run` and everything else with the op's own rule.
@@ -66,9 +66,8 @@ def plan(nodes, roots) -> list:
             if not _fusable(m) or m.out.shape != n.out.shape or m.mask != n.mask:
                 break
             ins = [o for o in m.ins if isinstance(o, ir.Access)]
-            feeds = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] == o]
             clash = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] != o]
-            if not feeds or clash or roots(m.out.buffer) in touched:
+            if clash or roots(m.out.buffer) in touched:
                 break
             members.append(m)
             allocs += pending_allocs

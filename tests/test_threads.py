@@ -83,3 +83,22 @@ def test_pool_survives_fork(monkeypatch):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_single_affine_loop_kernel_iterations_run_on_threads(monkeypatch):
+    """A kernel that is one affine_range loop: its iterations are the programs."""
+    from nki_lite.lower.parallel import program_space
+    from nki_lite.stdlib.matmul import tiled_matmul
+    from nki_lite.stdlib.softmax import row_softmax
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((128 * 5 + 17, 300)).astype(np.float32)       # ragged last tile
+    lhsT = rng.standard_normal((256, 512)).astype(np.float32)
+    rhs = rng.standard_normal((256, 1024)).astype(np.float32)
+    assert program_space(row_softmax.trace(x))[1] == (6,)
+    assert programs_independent(row_softmax.trace(x)) and programs_independent(tiled_matmul.trace(lhsT, rhs))
+    ref_sm = row_softmax(x, mode="interpret")
+    ref_mm = tiled_matmul(lhsT, rhs, mode="interpret")
+    for threads in ("1", "2", "5"):
+        monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+        assert np.array_equal(row_softmax(x).view(np.uint32), ref_sm.view(np.uint32))
+        assert np.array_equal(tiled_matmul(lhsT, rhs).view(np.uint32), ref_mm.view(np.uint32))

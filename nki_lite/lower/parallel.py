@@ -1,4 +1,8 @@
-"""Which SPMD grids may run their programs in parallel without changing any result.
+"""Which kernels may run their "programs" in parallel without changing any result.
+
+Programs are the SPMD grid's instances — or, for a kernel without a grid whose body is a single
+`affine_range` loop, that loop's iterations (`program_space`). The JIT runs a range of programs per
+call of the native function; the runtime may split the range over threads.
 
 Contract: `programs_independent(kernel)` returns True only when running the programs in any order,
 concurrently, gives exactly the serial results: every write to memory shared between programs
@@ -28,9 +32,20 @@ def _span(e: Affine, ext: dict, skip: str) -> int:
     return hi - lo
 
 
-def programs_independent(kernel: ir.Kernel) -> bool:
+def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
+    """(program variables, their extents, the body each program runs)."""
     grid = kernel.grid or ()
-    if len(grid) == 0 or all(g == 1 for g in grid):
+    if grid:
+        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body
+    if len(kernel.body) == 1 and isinstance(kernel.body[0], ir.Loop) and kernel.body[0].kind == "affine":
+        lp = kernel.body[0]
+        return (lp.var,), (lp.trip,), lp.body
+    return (), (), kernel.body
+
+
+def programs_independent(kernel: ir.Kernel) -> bool:
+    pvars, extents, body = program_space(kernel)
+    if not pvars or all(n <= 1 for n in extents):
         return False
     bufs = kernel.buffer_map
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
@@ -45,13 +60,12 @@ def programs_independent(kernel: ir.Kernel) -> bool:
                 continue
             if b.base is not None:
                 return False
-            ext = {f"pid{g}": n for g, n in enumerate(grid)}
+            ext = dict(zip(pvars, extents))
             ext.update({lp.var: lp.trip for lp in loops})
             ext.update({axis_var(a): n for a, n in enumerate(acc.shape)})
-            for g, n in enumerate(grid):
+            for pid, n in zip(pvars, extents):
                 if n == 1:
                     continue
-                pid = f"pid{g}"
                 if not any(e.coeff(pid) != 0 and _span(e, ext, pid) < abs(e.coeff(pid)) for e in acc.index):
                     return False
             writes.setdefault(acc.buffer, set()).add(acc)

@@ -216,7 +216,9 @@ class CompiledKernel:
 
     @functools.cached_property
     def n_programs(self) -> int:
-        return int(np.prod(self.kernel.grid or (1,)))
+        """SPMD instances, or the iterations of a kernel that is a single affine_range loop."""
+        from ..lower.parallel import program_space
+        return int(np.prod(program_space(self.kernel)[1] or (1,)))
 
     @functools.cached_property
     def parallel(self) -> bool:

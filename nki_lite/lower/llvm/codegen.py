@@ -399,9 +399,11 @@ class Emitter:
             self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
         for name, off in self.offsets.items():
             self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
-        grid = self.k.grid or ()
-        # SPMD programs [lo, hi) in row-major linear order (the runtime may split the grid over threads);
-        # a set stop flag (another thread failed, or Ctrl-C) ends the run between programs
+        from ..parallel import program_space
+        pvars, extents, pbody = program_space(self.k)
+        # programs [lo, hi) in row-major linear order — SPMD instances, or the iterations of a kernel
+        # that is one affine_range loop (the runtime may split the range over threads); a set stop
+        # flag (another thread failed, or Ctrl-C) ends the run between programs
         words = {}
         for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP)):
             q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
@@ -417,14 +419,12 @@ class Emitter:
                 with b.if_(stopped, "sx"):
                     b.br("stop_exit")
                     b.block(b.new_label("dead"))
-            env, names, rem = {}, [], lin
-            for g in reversed(range(len(grid))):
-                n = grid[g]
-                env[f"pid{g}"] = b.op(f"urem i64 {rem}, {n}") if g > 0 else rem
+            env, rem = {}, lin
+            for g in reversed(range(len(pvars))):
+                env[pvars[g]] = b.op(f"urem i64 {rem}, {extents[g]}") if g > 0 else rem
                 if g > 0:
-                    rem = b.op(f"udiv i64 {rem}, {n}")
-            names = [f"pid{g}" for g in range(len(grid))]
-            self.run_nodes(self.k.body, _Ctx(env, names))
+                    rem = b.op(f"udiv i64 {rem}, {extents[g]}")
+            self.run_nodes(pbody, _Ctx(env, list(pvars)))
         restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if x86 else ""
         body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
         text = ["; nki_lite kernel " + self.k.name,

@@ -1,6 +1,9 @@
-"""nki_lite JIT vs numpy, one process, one thread on both sides (prints a table; never asserts).
+"""nki_lite JIT vs numpy, one process (prints tables; never asserts).
 
     python benchmarks/jit.py [--quick]
+
+Ends with the compile time, the cached-call overhead and a new process's first call (from
+jit_launch.py and jit_first_call.py).
 
 First at one thread on both sides (BLAS via threadpoolctl, if installed; nki_lite via
 NKI_LITE_NUM_THREADS=1), then at all cores. Each row: median of >= 7 interleaved runs (nki_lite, numpy,
@@ -122,6 +125,23 @@ def main() -> None:
         print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
         for name, a, b in rows:
             print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
+    launch_figures(quick)
+
+
+def launch_figures(quick: bool) -> None:
+    """Compile time, cached-call overhead and a second process's first call (the other two
+    benchmark scripts, summarised here so one run gives the whole table)."""
+    import subprocess
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import jit_launch
+    trace_ms, llvm_ms = jit_launch.compile_times(int(os.environ.get("NKI_LITE_JIT_OPT", "2")), reps=3 if quick else 7)
+    print(f"\ncompile (tiled matmul, trace + verify + LLVM + codegen): {trace_ms + llvm_ms:.1f} ms")
+    print(f"cached call of a 3-argument kernel: {jit_launch.cached_call_us(reps=3 if quick else 7):.2f} us")
+    out = subprocess.run([sys.executable, os.path.join(here, "jit_first_call.py"), "--runs", "3" if quick else "7"],
+                         capture_output=True, text=True, timeout=600)
+    print("first call in a new process (benchmarks/jit_first_call.py):")
+    print("\n".join("  " + line for line in out.stdout.strip().splitlines()))
 
 
 if __name__ == "__main__":

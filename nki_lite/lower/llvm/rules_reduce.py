@@ -58,15 +58,30 @@ def _vector_lanes(em, instr, src: ir.Access, axis: int, env: dict, lanes: Lanes,
     with (B.if_(live, "vrm") if live is not None else contextlib.nullcontext()):
         if anyl:
             B.emit(f"store i1 true, ptr {anyl}, align 1")
-        with B.loop(nv, "vr") as c:
-            start = B.op(f"mul nsw i64 {c}, {LANES}")
-            em.W, em.vaxis = LANES, vax
-            try:
-                x = em.operand(src, {**env, vax: start}, "f32")
-                old = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
-                B.emit(f"store {VT} {alu_op(em, lanes.op, old, x, 'f32')}, ptr {lanes.ptr}, align 64")
-            finally:
-                em.W, em.vaxis = 1, None
+        # the 16 lanes live in a register across the chunk loop (a phi), not in memory
+        init = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
+        pre = B.block_name
+        head, body, done = B.new_label("vrh"), B.new_label("vrb"), B.new_label("vrx")
+        B.br(head)
+        B.block(head)
+        c, acc, c_next = B.tmp("c"), B.tmp("acc"), B.tmp("cn")
+        phis = len(B.lines)
+        B.lines += ["", ""]
+        B.cond_br(B.op(f"icmp slt i64 {c}, {nv}"), body, done)
+        B.block(body)
+        em.W, em.vaxis = LANES, vax
+        try:
+            x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {c}, {LANES}")}, "f32")
+            acc_next = alu_op(em, lanes.op, acc, x, "f32")
+        finally:
+            em.W, em.vaxis = 1, None
+        B.emit(f"{c_next} = add nsw i64 {c}, 1")
+        latch = B.block_name
+        B.br(head)
+        B.lines[phis] = f"  {c} = phi i64 [ 0, %{pre} ], [ {c_next}, %{latch} ]"
+        B.lines[phis + 1] = f"  {acc} = phi {VT} [ {init}, %{pre} ], [ {acc_next}, %{latch} ]"
+        B.block(done)
+        B.emit(f"store {VT} {acc}, ptr {lanes.ptr}, align 64")
         if n % LANES:
             with B.loop(n - nv * LANES, "vrt") as t:
                 k = B.op(f"add nsw i64 {t}, {nv * LANES}")

@@ -231,3 +231,31 @@ def test_read_only_mutable_parameter_is_an_argument_error(mode, contiguous):
         with pytest.raises(errors.ArgumentError):
             _bump(y, np.ones((8, 8), F32), mode=mode)
     assert np.all(base == 0) and np.all(y == 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Vectorised max/min reductions run several independent accumulators (exactly associative ops): signed
+# zeros and NaNs anywhere in a long row must give the interpreter's bits.
+
+@pytest.mark.parametrize("op", [np.maximum, np.minimum], ids=["max", "min"])
+@pytest.mark.parametrize("opt", ["0", "2"])
+def test_long_minmax_reductions_with_signed_zeros_and_nans(op, opt, monkeypatch):
+    monkeypatch.setenv("NKI_LITE_JIT_OPT", opt)
+
+    @nki.jit
+    def red(x):
+        out = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.tensor_reduce(op, nl.load(x), axis=1, keepdims=True))
+        return out
+
+    rows = np.zeros((6, 300), F32)
+    rows[0, :] = -0.0
+    rows[0, 257] = 0.0                      # one +0 among -0s (max: +0, min: -0)
+    rows[1, :] = 0.0
+    rows[1, 3] = -0.0
+    rows[2, 150] = np.nan                   # NaN in the unrolled part
+    rows[3, 290] = np.nan                   # NaN in the leftover chunks / tail
+    rows[4] = np.linspace(-5, 5, 300, dtype=F32)
+    rows[5] = -np.inf
+    rows[5, 299] = _SNAN
+    assert_backends_agree(red, rows)

@@ -58,30 +58,50 @@ def _vector_lanes(em, instr, src: ir.Access, axis: int, env: dict, lanes: Lanes,
     with (B.if_(live, "vrm") if live is not None else contextlib.nullcontext()):
         if anyl:
             B.emit(f"store i1 true, ptr {anyl}, align 1")
-        # the 16 lanes live in a register across the chunk loop (a phi), not in memory
+        # The 16 lanes live in registers across the chunk loop (phis), not in memory. add/multiply must
+        # keep each lane's order (one accumulator); maximum/minimum are exactly associative and
+        # commutative (IEEE 754-2019: NaN wins, +0 > -0; NaN payloads are canonicalised at the end),
+        # so they use `ways` independent accumulators to break the dependency chain.
+        ways = 4 if lanes.op in ("maximum", "minimum") and nv >= 8 else 1
         init = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
         pre = B.block_name
         head, body, done = B.new_label("vrh"), B.new_label("vrb"), B.new_label("vrx")
         B.br(head)
         B.block(head)
-        c, acc, c_next = B.tmp("c"), B.tmp("acc"), B.tmp("cn")
+        c, c_next = B.tmp("c"), B.tmp("cn")
+        accs = [B.tmp("acc") for _ in range(ways)]
         phis = len(B.lines)
-        B.lines += ["", ""]
-        B.cond_br(B.op(f"icmp slt i64 {c}, {nv}"), body, done)
+        B.lines += [""] * (1 + ways)
+        B.cond_br(B.op(f"icmp slt i64 {c}, {nv // ways}"), body, done)
         B.block(body)
+        nexts = []
         em.W, em.vaxis = LANES, vax
         try:
-            x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {c}, {LANES}")}, "f32")
-            acc_next = alu_op(em, lanes.op, acc, x, "f32")
+            for w, acc in enumerate(accs):
+                chunk = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {ways}')}, {w}")
+                x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {chunk}, {LANES}")}, "f32")
+                nexts.append(alu_op(em, lanes.op, acc, x, "f32"))
         finally:
             em.W, em.vaxis = 1, None
         B.emit(f"{c_next} = add nsw i64 {c}, 1")
         latch = B.block_name
         B.br(head)
         B.lines[phis] = f"  {c} = phi i64 [ 0, %{pre} ], [ {c_next}, %{latch} ]"
-        B.lines[phis + 1] = f"  {acc} = phi {VT} [ {init}, %{pre} ], [ {acc_next}, %{latch} ]"
+        for w, (acc, nxt) in enumerate(zip(accs, nexts)):       # every way starts from the reset lanes
+            B.lines[phis + 1 + w] = f"  {acc} = phi {VT} [ {init}, %{pre} ], [ {nxt}, %{latch} ]"
         B.block(done)
-        B.emit(f"store {VT} {acc}, ptr {lanes.ptr}, align 64")
+        total = accs[0]
+        em.W = LANES
+        try:
+            for acc in accs[1:]:
+                total = alu_op(em, lanes.op, total, acc, "f32")
+            for k in range(nv // ways * ways, nv):          # chunks left over by the unrolled loop
+                em.vaxis = vax
+                x = em.operand(src, {**env, vax: str(k * LANES)}, "f32")
+                total = alu_op(em, lanes.op, total, x, "f32")
+        finally:
+            em.W, em.vaxis = 1, None
+        B.emit(f"store {VT} {total}, ptr {lanes.ptr}, align 64")
         if n % LANES:
             with B.loop(n - nv * LANES, "vrt") as t:
                 k = B.op(f"add nsw i64 {t}, {nv * LANES}")

@@ -28,55 +28,9 @@ from nki_lite.lower.llvm import target  # noqa: E402
 from nki_lite.numerics import convert  # noqa: E402
 
 VW = 16
-_SIZE = {"float": 4, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-GEN = {"dec": LC.decode, "enc": LC.encode, "f2i": LC.int_from_f32, "i2f": LC.f32_from_int}
-
-
-def _types(kind, name):
-    st = LC.STORAGE_LLVM[name]
-    return {"dec": (st, "float"), "enc": ("float", st), "f2i": ("float", st), "i2f": (st, "float")}[kind]
-
-
 def build(kind: str, name: str):
-    f16, ir16 = GEN[kind](name, VW)
-    f1, ir1 = GEN[kind](name, 1)
-    ti, to = _types(kind, name)
-    ai, ao = _SIZE[ti], _SIZE[to]
-    ir = f"""{ir16}
-{ir1}
-define void @run(ptr noalias %in, ptr noalias %out, i64 %n) {{
-entry:
-  %nv = and i64 %n, -{VW}
-  br label %vh
-vh:
-  %i = phi i64 [ 0, %entry ], [ %i2, %vb ]
-  %cv = icmp ult i64 %i, %nv
-  br i1 %cv, label %vb, label %th
-vb:
-  %pi = getelementptr {ti}, ptr %in, i64 %i
-  %x = load <{VW} x {ti}>, ptr %pi, align {ai}
-  %y = call <{VW} x {to}> @{f16}(<{VW} x {ti}> %x)
-  %po = getelementptr {to}, ptr %out, i64 %i
-  store <{VW} x {to}> %y, ptr %po, align {ao}
-  %i2 = add i64 %i, {VW}
-  br label %vh
-th:
-  %j = phi i64 [ %i, %vh ], [ %j2, %tb ]
-  %ct = icmp ult i64 %j, %n
-  br i1 %ct, label %tb, label %done
-tb:
-  %qi = getelementptr {ti}, ptr %in, i64 %j
-  %xs = load {ti}, ptr %qi, align {ai}
-  %ys = call {to} @{f1}({ti} %xs)
-  %qo = getelementptr {to}, ptr %out, i64 %j
-  store {to} %ys, ptr %qo, align {ao}
-  %j2 = add i64 %j, 1
-  br label %th
-done:
-  ret void
-}}
-"""
+    ir = LC.array_driver(kind, name, VW)
     m = target.compile_module(ir, f"bench_{kind}_{name}")
     return m, _RUN(m.address("run"))
 

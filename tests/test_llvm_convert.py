@@ -37,57 +37,13 @@ _SIZE = {"float": 4, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _RUN_FTZ = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 
-GEN = {"dec": LC.decode, "enc": LC.encode, "f2i": LC.int_from_f32, "l2i": LC.int_from_i64,
-       "i2f": LC.f32_from_int, "i2l": LC.i64_from_int}
-
-
-def _types(kind: str, name: str) -> tuple[str, str]:
-    st = LC.STORAGE_LLVM[name]
-    return {"dec": (st, "float"), "enc": ("float", st), "f2i": ("float", st), "l2i": ("i64", st),
-            "i2f": (st, "float"), "i2l": (st, "i64")}[kind]
+GEN = LC.GENERATORS
+_types = LC.io_types
 
 
 def driver_ir(kind: str, name: str, run_attrs: str = "", vw: int = VW) -> str:
     """Functions for widths `vw` (16) and 1 plus `@run(in, out, n)`: vector body, scalar tail."""
-    f16, ir16 = GEN[kind](name, vw)
-    f1, ir1 = GEN[kind](name, 1)
-    ti, to = _types(kind, name)
-    ai, ao = _SIZE[ti], _SIZE[to]
-    return f"""{ir16}
-{ir1}
-define void @run(ptr noalias %in, ptr noalias %out, i64 %n) {run_attrs} {{
-entry:
-  %nv = udiv i64 %n, {vw}
-  %nv16 = mul i64 %nv, {vw}
-  br label %vh
-vh:
-  %i = phi i64 [ 0, %entry ], [ %i2, %vb ]
-  %cv = icmp ult i64 %i, %nv16
-  br i1 %cv, label %vb, label %th
-vb:
-  %pi = getelementptr {ti}, ptr %in, i64 %i
-  %x = load <{vw} x {ti}>, ptr %pi, align {ai}
-  %y = call <{vw} x {to}> @{f16}(<{vw} x {ti}> %x)
-  %po = getelementptr {to}, ptr %out, i64 %i
-  store <{vw} x {to}> %y, ptr %po, align {ao}
-  %i2 = add i64 %i, {vw}
-  br label %vh
-th:
-  %j = phi i64 [ %i, %vh ], [ %j2, %tb ]
-  %ct = icmp ult i64 %j, %n
-  br i1 %ct, label %tb, label %done
-tb:
-  %qi = getelementptr {ti}, ptr %in, i64 %j
-  %xs = load {ti}, ptr %qi, align {ai}
-  %ys = call {to} @{f1}({ti} %xs)
-  %qo = getelementptr {to}, ptr %out, i64 %j
-  store {to} %ys, ptr %qo, align {ao}
-  %j2 = add i64 %j, 1
-  br label %th
-done:
-  ret void
-}}
-"""
+    return LC.array_driver(kind, name, vw, run_attrs)
 
 
 # MXCSR bit 15 = FTZ, bit 6 = DAZ. @probe (noinline) computes 2^-100 * 2^-40 (a subnormal result:

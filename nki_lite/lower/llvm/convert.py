@@ -335,3 +335,62 @@ def i64_from_int(name: str, width: int) -> tuple[str, str]:
         return fn, b.define(fn, "i64", st, b.cast("zext", "i1", nz, "i64"))
     opc = "sext" if D.INFO[name].kind == "i" else "zext"
     return fn, b.define(fn, "i64", st, b.cast(opc, st, "%x", "i64"))
+
+
+# ---------------------------------------------------------------- running a conversion over an array
+
+GENERATORS = {"dec": decode, "enc": encode, "f2i": int_from_f32, "l2i": int_from_i64, "i2f": f32_from_int,
+              "i2l": i64_from_int}
+_BYTES = {"float": 4, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+
+
+def io_types(kind: str, name: str) -> tuple[str, str]:
+    """(input, output) LLVM scalar types of conversion `kind` for dtype `name`."""
+    st = STORAGE_LLVM[name]
+    return {"dec": (st, "float"), "enc": ("float", st), "f2i": ("float", st), "l2i": ("i64", st),
+            "i2f": (st, "float"), "i2l": (st, "i64")}[kind]
+
+
+def array_driver(kind: str, name: str, width: int = 16, run_attrs: str = "") -> str:
+    """IR of the conversion at `width` and at 1, plus `void @run(ptr in, ptr out, i64 n)` applying it to
+    n elements: a `width`-wide vector body and a scalar tail, element-aligned loads and stores (used by
+    the tests and benchmarks/llvm_convert.py)."""
+    f16, ir16 = GENERATORS[kind](name, width)
+    f1, ir1 = GENERATORS[kind](name, 1)
+    ti, to = io_types(kind, name)
+    ai, ao = _BYTES[ti], _BYTES[to]
+    return f"""{ir16}
+{ir1}
+define void @run(ptr noalias %in, ptr noalias %out, i64 %n) {run_attrs} {{
+entry:
+  %nv = udiv i64 %n, {width}
+  %nvw = mul i64 %nv, {width}
+  br label %vh
+vh:
+  %i = phi i64 [ 0, %entry ], [ %i2, %vb ]
+  %cv = icmp ult i64 %i, %nvw
+  br i1 %cv, label %vb, label %th
+vb:
+  %pi = getelementptr {ti}, ptr %in, i64 %i
+  %x = load <{width} x {ti}>, ptr %pi, align {ai}
+  %y = call <{width} x {to}> @{f16}(<{width} x {ti}> %x)
+  %po = getelementptr {to}, ptr %out, i64 %i
+  store <{width} x {to}> %y, ptr %po, align {ao}
+  %i2 = add i64 %i, {width}
+  br label %vh
+th:
+  %j = phi i64 [ %i, %vh ], [ %j2, %tb ]
+  %ct = icmp ult i64 %j, %n
+  br i1 %ct, label %tb, label %done
+tb:
+  %qi = getelementptr {ti}, ptr %in, i64 %j
+  %xs = load {ti}, ptr %qi, align {ai}
+  %ys = call {to} @{f1}({ti} %xs)
+  %qo = getelementptr {to}, ptr %out, i64 %j
+  store {to} %ys, ptr %qo, align {ao}
+  %j2 = add i64 %j, 1
+  br label %th
+done:
+  ret void
+}}
+"""

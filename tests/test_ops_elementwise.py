@@ -44,23 +44,12 @@ def _operands(rng, case, dt, op):
 
 # ----------------------------------------------------------------------------- nl binary ops
 
-@pytest.mark.parametrize("dt", FLOATS)
-@pytest.mark.parametrize("op", FLOAT_BINARY)
+@pytest.mark.parametrize("op, dt", [(op, dt) for dt in FLOATS for op in FLOAT_BINARY]
+                         + [(op, dt) for dt in INTS for op in INT_BINARY])
 @fast(3)
 @given(case=ragged_cases())
-def test_nl_binary_float(op, dt, case):
-    rng = np.random.default_rng(case.seed)
-    a, b = _operands(rng, case, dt, op)
-    k = map2_kernel(lambda x, y, m: getattr(nl, op)(x, y))
-    got = k(a, b, case.P, case.FT, dt)
-    assert_bits(got, ref_ops([op], a, dt, [(b, dt)], dt), f"nl.{op} {dt}")
-
-
-@pytest.mark.parametrize("dt", INTS)
-@pytest.mark.parametrize("op", INT_BINARY)
-@fast(3)
-@given(case=ragged_cases())
-def test_nl_binary_int(op, dt, case):
+def test_nl_binary(op, dt, case):
+    """nl binary ops on float dtypes (fp32 path) and integer dtypes (int64 path, wrapped)."""
     rng = np.random.default_rng(case.seed)
     a, b = _operands(rng, case, dt, op)
     k = map2_kernel(lambda x, y, m: getattr(nl, op)(x, y))
@@ -309,22 +298,8 @@ def test_inplace_operators(op, dt, other, case):
         got = k(a, case.P, case.FT, dt)
         want = ref_ops([INPLACE[op]], a, dt, [Scalar(1.5)], dt)
     else:
-        @nki.jit
-        def k(a, b, P, FT):
-            n, F = a.shape
-            out = nl.ndarray((n, F), dtype=a.dtype, buffer=nl.shared_hbm)
-            ip = nl.arange(P)[:, None]
-            jf = nl.arange(FT)[None, :]
-            for i in nl.affine_range(cdiv(n, P)):
-                for j in nl.affine_range(cdiv(F, FT)):
-                    m = (i * P + ip < n) & (j * FT + jf < F)
-                    x = nl.load(a[i * P + ip, j * FT + jf], mask=m)
-                    y = nl.load(b[i * P + ip, j * FT + jf], mask=m)
-                    x = _inplace(x, y, op)
-                    check_dtype(x, dt)
-                    nl.store(out[i * P + ip, j * FT + jf], value=x, mask=m)
-            return out
-        got = k(a, b, case.P, case.FT)
+        k = map2_kernel(lambda x, y, m: _inplace(x, y, op))
+        got = k(a, b, case.P, case.FT, dt)
         want = ref_ops([INPLACE[op]], a, dt, [(b, bdt)], dt)
     assert_bits(got, want, f"a {op} b ({dt}, {other})")
 

@@ -151,6 +151,12 @@ def _check(name: str, allowed, what: str) -> None:
         raise ValueError(f"{what}: unsupported dtype {name!r} (supported: {', '.join(allowed)})")
 
 
+def _setup(kind: str, name: str, width: int, allowed, what: str):
+    """Check the dtype for generator `what`; return (function name, body builder, storage type)."""
+    _check(name, allowed, what)
+    return _fname(kind, name, width), _Body(width), STORAGE_LLVM[name]
+
+
 def _fname(kind: str, name: str, width: int) -> str:
     vec(name, width)   # validates width
     return f"nkl_{kind}_{name}_v{width}"
@@ -159,10 +165,7 @@ def _fname(kind: str, name: str, width: int) -> str:
 # ------------------------------------------------------------------------------------ decode
 def decode(name: str, width: int) -> tuple[str, str]:
     """`<W x float> @nkl_dec_<name>_v<W>(<W x STORAGE> %x)`: exact widening to fp32."""
-    _check(name, FLOAT_NAMES, "decode")
-    fn = _fname("dec", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("dec", name, width, FLOAT_NAMES, "decode")
     if name in ("float32", "tfloat32"):          # container bits unchanged
         return fn, b.define(fn, "float", "float", "%x")
     if name == "bfloat16":                       # every code, NaN payloads kept: c << 16
@@ -202,10 +205,7 @@ def decode(name: str, width: int) -> tuple[str, str]:
 # ------------------------------------------------------------------------------------ encode
 def encode(name: str, width: int) -> tuple[str, str]:
     """`<W x STORAGE> @nkl_enc_<name>_v<W>(<W x float> %x)`: fp32 -> `name`, RNE, ml_dtypes-exact."""
-    _check(name, FLOAT_NAMES, "encode")
-    fn = _fname("enc", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("enc", name, width, FLOAT_NAMES, "encode")
     if name == "float32":
         return fn, b.define(fn, "float", "float", "%x")
     u = b.cast("bitcast", "float", "%x", "i32")
@@ -262,10 +262,7 @@ _INT_ONLY = INT_NAMES
 
 def int_from_f32(name: str, width: int) -> tuple[str, str]:
     """`<W x STORAGE> @nkl_f2i_<name>_v<W>(<W x float> %x)`: trunc, saturate, NaN -> 0; bool x != 0."""
-    _check(name, _INT_ONLY, "int_from_f32")
-    fn = _fname("f2i", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("f2i", name, width, _INT_ONLY, "int_from_f32")
     if name == "bool":
         # magnitude bits != 0: NaN -> 1, +-0 -> 0, subnormals -> 1 even with DAZ set.
         # Written as ((a + 0x7FFFFFFF) >> 31) rather than `icmp ne a, 0`: InstCombine rewrites
@@ -301,10 +298,7 @@ def int_from_f32(name: str, width: int) -> tuple[str, str]:
 
 def int_from_i64(name: str, width: int) -> tuple[str, str]:
     """`<W x STORAGE> @nkl_l2i_<name>_v<W>(<W x i64> %x)`: wrap modulo 2^bits; bool: != 0."""
-    _check(name, _INT_ONLY, "int_from_i64")
-    fn = _fname("l2i", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("l2i", name, width, _INT_ONLY, "int_from_i64")
     if name == "bool":
         nz = b.icmp("ne", "i64", "%x", 0)
         return fn, b.define(fn, st, "i64", b.cast("zext", "i1", nz, "i8"))
@@ -313,10 +307,7 @@ def int_from_i64(name: str, width: int) -> tuple[str, str]:
 
 def f32_from_int(name: str, width: int) -> tuple[str, str]:
     """`<W x float> @nkl_i2f_<name>_v<W>(<W x STORAGE> %x)`: exact, or RNE for |v| > 2^24."""
-    _check(name, _INT_ONLY, "f32_from_int")
-    fn = _fname("i2f", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("i2f", name, width, _INT_ONLY, "f32_from_int")
     if name == "bool":
         r = b.select(b.icmp("ne", "i8", "%x", 0), "float", b.fk(1.0), b.fk(0.0))
         return fn, b.define(fn, "float", st, r)
@@ -326,10 +317,7 @@ def f32_from_int(name: str, width: int) -> tuple[str, str]:
 
 def i64_from_int(name: str, width: int) -> tuple[str, str]:
     """`<W x i64> @nkl_i2l_<name>_v<W>(<W x STORAGE> %x)`: sext / zext (bool: byte != 0)."""
-    _check(name, _INT_ONLY, "i64_from_int")
-    fn = _fname("i2l", name, width)
-    b = _Body(width)
-    st = STORAGE_LLVM[name]
+    fn, b, st = _setup("i2l", name, width, _INT_ONLY, "i64_from_int")
     if name == "bool":
         nz = b.icmp("ne", "i8", "%x", 0)
         return fn, b.define(fn, "i64", st, b.cast("zext", "i1", nz, "i64"))

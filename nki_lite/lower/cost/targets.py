@@ -157,7 +157,12 @@ TARGET_NOTES: dict[str, str] = {
         "assumed 256 B: each DMA descriptor (one contiguous run, at least one per partition, §3.4) costs a "
         "fixed overhead equal to moving 256 B, so efficiency = b / (b + 256). Reason: §4.8 says < 256 B per "
         "partition is 'severely overhead-bound' (read: <= 50%) and >= 2 KiB is 'close to peak' (this gives "
-        "89%), >= 4 KiB 'saturates' (94%); 256 B is the largest half-efficiency point consistent with both.",
+        "89%), >= 4 KiB 'saturates' (94%); 256 B is the largest half-efficiency point consistent with both. "
+        "Checked later (issue 6, docs/engine_model.md 'Why four criteria fail'): AWS's DMA overview has a "
+        "measured curve (figure nki-dma-intro-1, unlabelled y axis, generation not stated) giving ~10% at 256 B "
+        "and ~42% at 1 KiB per partition. Not adopted: it contradicts AWS's trn2 FP32 tiled-matmul profile "
+        "(512 B rows moving >= 74% of peak) and the trn1 tutorial's tiled kernel (256 B rows costing the same "
+        "per byte as 1 KiB rows), so choosing it would mean choosing by fit to the tutorial's numbers.",
     "sbuf_loop_tile_buffers":
         "assumed 2: an SBUF tile allocated inside a loop gets two physical copies (double buffering, the "
         "compiler allocator's documented example, SDK-0925 nki_direct_allocation_guide), one if two do not fit "

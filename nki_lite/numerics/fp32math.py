@@ -222,6 +222,11 @@ def _pow2(k: np.ndarray) -> np.ndarray:
 def _ldexp(v: np.ndarray, n: np.ndarray) -> np.ndarray:
     """v * 2^n as (v * 2^(n>>1)) * 2^(n - (n>>1)): exact until the last multiply, which rounds
     once (gradual underflow / overflow). n int32 in [-252, 254]; v*2^(n>>1) must be normal."""
+    one_step = getattr(v, "nkl_ldexp", None)     # a JIT tracer's single-instruction form of exactly
+    if one_step is not None:                      # this (lower/llvm/mathlib.py); None = not available
+        r = one_step(n)
+        if r is not None:
+            return r
     n1 = n >> I32(1)
     n2 = n - n1
     return (v * _pow2(n1)) * _pow2(n2)

@@ -182,14 +182,16 @@ class Kernel:
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
-        if not kwargs and mode is None and target is None:
+        only_out = len(kwargs) == 1 and "out" in kwargs and "out" not in self.signature.parameters
+        if (not kwargs or only_out) and mode is None and target is None:
+            outs = _as_tuple(kwargs["out"]) if only_out else None
             try:
-                fast = self._fast.get((_env_stamp(), tuple(map(_fast_key, args))))
+                fast = self._fast.get((_env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs)))
             except TypeError:                      # an unhashable constant: take the general path
                 fast = None
             if fast is not None:
                 self.stats["hits"] += 1
-                return fast(args)
+                return fast(args, outs)
         out = kwargs.pop("out", None) if "out" not in self.signature.parameters else None
         bound = self.bind(args, kwargs)
         for name, v in bound.arguments.items():
@@ -201,8 +203,9 @@ class Kernel:
         self._check_mutables(kernel, bound)
         provided = self._provided_outputs(kernel, out, bound)
         if self.resolve_mode(mode) == "jit":
-            fast_ok = not kwargs and mode is None and target is None and out is None
-            results = self._run_jit(kernel, bound, args if fast_ok else None, provided)
+            fast_ok = not kwargs and mode is None and target is None
+            results = self._run_jit(kernel, bound, args if fast_ok else None, provided,
+                                    _as_tuple(out) if out is not None else None)
         else:
             from .interpreter import run
             inputs = {name: bound.arguments[name] for name in kernel.params}
@@ -268,15 +271,16 @@ class Kernel:
             res[name] = a
         return res
 
-    def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None, provided: dict | None = None) -> dict:
+    def _run_jit(self, kernel: ir.Kernel, bound, args: tuple | None = None, provided: dict | None = None,
+                 outs: tuple | None = None) -> dict:
         ck = self._compiled(kernel)
+        if args is not None:
+            self._remember_fast_path(kernel, ck, bound, args, outs)
         if provided:
             for name, a in provided.items():
                 if ck.prefill.get(name, True):
                     fill_uninit(a, kernel.buffer(name).dtype)
             return ck.launch({**self._jit_inputs(kernel, bound), **provided})
-        if args is not None:
-            self._remember_fast_path(kernel, ck, bound, args)
         return ck.launch(self._jit_inputs(kernel, bound))
 
     def _jit_inputs(self, kernel: ir.Kernel, bound) -> dict:
@@ -295,13 +299,16 @@ class Kernel:
             arrays[name] = a
         return arrays
 
-    def _remember_fast_path(self, kernel: ir.Kernel, ck, bound, args: tuple) -> None:
-        """Cache a launcher for this exact argument signature: a repeated call skips binding,
-        tracing lookups and the IR-keyed compile cache (a few microseconds of Python)."""
+    def _remember_fast_path(self, kernel: ir.Kernel, ck, bound, args: tuple, outs: tuple | None) -> None:
+        """Cache a launcher for this exact argument signature (and `out=` arrays' signature, which the
+        general path has validated once): a repeated call skips binding, tracing lookups and the
+        IR-keyed compile cache (a few microseconds of Python). Per call the launcher still checks
+        what the key does not cover: out= arrays writable, aligned and not overlapping an argument."""
         names = list(self.signature.parameters)
         if len(args) != len(bound.arguments) or names[:len(args)] != list(bound.arguments):
             return
         pos = {n: i for i, n in enumerate(names)}
+        order = [n for n in kernel.outputs if kernel.buffer(n).kind == "output"]    # out= order
         plan = []
         for name in ck.gen.arg_buffers:
             b = kernel.buffer(name)
@@ -316,12 +323,22 @@ class Kernel:
             elif b.kind == "const":
                 plan.append(("const", ck.consts[name]))
             else:
-                plan.append(("out", (b.shape, D.storage(b.dtype), b.dtype, ck.prefill.get(name, True))))
+                plan.append(("out", (b.shape, D.storage(b.dtype), b.dtype, ck.prefill.get(name, True),
+                                     order.index(name))))
         out_index = [ck.gen.arg_buffers.index(n) for n in kernel.outputs]
+        if outs is not None and len(outs) != len(order):
+            return
         kind = kernel.return_kind
         call = ck.call
+        slow = self
 
-        def launcher(call_args):
+        def launcher(call_args, out_arrays=None):
+            if out_arrays is not None and not all(
+                    o.flags.writeable and o.flags.aligned and not any(
+                        isinstance(a, np.ndarray) and np.may_share_memory(o, a) for a in call_args)
+                    for o in out_arrays):
+                return slow(*call_args, out=out_arrays if len(out_arrays) > 1 else out_arrays[0],
+                            mode="jit")                # the general path raises the right error
             bufs = []
             for how, what in plan:
                 if how == "arg":
@@ -329,8 +346,8 @@ class Kernel:
                 elif how == "const":
                     bufs.append(what)
                 else:
-                    shape, storage, dtype, fill = what
-                    o = np.empty(shape, storage)
+                    shape, storage, dtype, fill, k = what
+                    o = np.empty(shape, storage) if out_arrays is None else out_arrays[k]
                     if fill:                          # not proven fully written: unwritten = NaN
                         fill_uninit(o, dtype)
                     bufs.append(o)
@@ -342,7 +359,7 @@ class Kernel:
             return tuple(bufs[i] for i in out_index)
 
         try:
-            key = (_env_stamp(), tuple(map(_fast_key, args)))
+            key = (_env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs))
         except TypeError:
             return                                      # unhashable constants: no fast path
         with self._lock:
@@ -381,6 +398,19 @@ def _env_stamp() -> tuple:
         return tuple(map(_ENV_DATA.get, _STAMP_KEYS))
     env = os.environ
     return tuple(env.get(k) for k in _STAMP_KNOBS)
+
+
+def _as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _outs_key(outs: tuple | None):
+    """Fast-path key part of `out=` arrays (None: no out=); raises TypeError for a non-array."""
+    if outs is None:
+        return None
+    if not all(isinstance(o, np.ndarray) for o in outs):
+        raise TypeError("out= holds a non-array")
+    return tuple((o.shape, o.dtype, o.strides) for o in outs)
 
 
 def _fast_key(a):

@@ -76,6 +76,7 @@ class Emitter:
         self.ptrs: dict[str, str] = {}
         self.needs_print = False
         self.allocas: list[str] = []
+        self.origin: dict = {}
         self.row_value: str | None = None
         self.row: str | None = None  # row-major bodies: the current partition (axis 0) of every instruction
         self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
@@ -287,7 +288,7 @@ class Emitter:
             yield inner
 
     def site(self, instr: ir.Instr, ctx: _Ctx) -> int:
-        self.sites.append(instr)
+        self.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (forward.py)
         self.site_names.append(tuple(ctx.names))
         return len(self.sites) - 1
 
@@ -454,4 +455,8 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
-    return Emitter(kernel, debug, vectorize).generate()
+    from .forward import prepare
+    prepared, origin = prepare(kernel)
+    em = Emitter(prepared, debug, vectorize)
+    em.origin = origin
+    return em.generate()

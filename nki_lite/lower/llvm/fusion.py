@@ -27,7 +27,7 @@ FUSABLE = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_sca
 
 
 def _fusable(n) -> bool:
-    return (isinstance(n, ir.Instr) and n.op in FUSABLE and len(n.outs) == 1
+    return (isinstance(n, ir.Instr) and n.op in FUSABLE and len(n.outs) == 1 and not n.attr("forwarded")
             and not any(isinstance(o, ir.Access) and o.buffer == n.out.buffer and o != n.out for o in n.ins))
 
 

@@ -101,6 +101,20 @@ class Sym:
             raise TypeError(f"integer op {op}")
         return self._new(f"{ins} {self.ty()} {a}, {b}", k)
 
+    def nkl_ldexp(self, n: "Sym") -> "Sym | None":
+        """fp32math._ldexp(v, n) in one instruction: AVX-512 vscalefps computes v * 2^n rounded
+        once (gradual underflow, overflow to inf, MXCSR's round-to-nearest), which is exactly
+        _ldexp's definition ((v * 2^(n>>1)) * 2^(n - (n>>1)), the first product exact). Used for
+        16-wide functions on hosts with avx512f unless disabled; tests/test_jit_mathlib_scalef.py
+        compares both forms exhaustively."""
+        if self.width != 16 or not getattr(self.b, "scalef", False):
+            return None
+        nf = self._new(f"sitofp {n.ty()} {n.name} to {self.ty('f32')}", "f32")
+        fn = "llvm.x86.avx512.mask.scalef.ps.512"
+        self.b.declares.add(f"declare <16 x float> @{fn}(<16 x float>, <16 x float>, <16 x float>, i16, i32)")
+        return self._new(f"call <16 x float> @{fn}(<16 x float> {self.name}, <16 x float> {nf.name}, "
+                         f"<16 x float> zeroinitializer, i16 -1, i32 4)", "f32")
+
     def __add__(self, o): return self._bin(o, "+")
     def __radd__(self, o): return self._bin(o, "+", True)
     def __sub__(self, o): return self._bin(o, "-")
@@ -235,18 +249,26 @@ class Sym:
         raise TypeError(f"numpy function np.{name} is not supported by the fp32math tracer")
 
 
+def scalef_available() -> bool:
+    from .target import has_feature
+    return has_feature("avx512f")
+
+
 @functools.lru_cache(maxsize=None)
-def function(name: str, width: int = 1) -> tuple[str, str]:
+def function(name: str, width: int = 1, scalef: bool | None = None) -> tuple[str, str]:
+    """`scalef=None`: use vscalefps for fp32math._ldexp when the host has AVX-512 (same bits);
+    False: the generic integer form (the tests' reference)."""
     from ...numerics import fp32math
     fn = fp32math.FUNCTIONS[name]
     b = FnBuilder()
     b.declares = set()
+    b.scalef = scalef_available() if scalef is None else scalef      # read by Sym.nkl_ldexp
     x = Sym(b, "%x", "f32", width)
     r = fn(x)
     if not isinstance(r, Sym) or r.kind != "f32":
         raise TypeError(f"fp32math.{name} did not produce a float32 value when traced")
     ty = x.ty()
-    fname = f"nkl_math_{name}_v{width}"
+    fname = f"nkl_math_{name}_v{width}" + ("" if scalef is None else f"_s{int(scalef)}")
     text = (f"define internal {ty} @{fname}({ty} %x) alwaysinline {{\n{b.text()}\n  ret {ty} {r.name}\n}}\n"
             + "\n".join(sorted(b.declares)) + "\n")
     return fname, text

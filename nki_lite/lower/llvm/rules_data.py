@@ -56,6 +56,9 @@ def _move(em, instr, ctx, src: ir.Access):
 
 @rule("llvm", "dma_copy")
 def _dma(em, instr, ctx):
+    if instr.attr("forwarded"):          # readers address the source directly (lower/llvm/forward.py)
+        em.check_bounds(instr, ctx, (instr.out, instr.ins[0]), None)
+        return
     _move(em, instr, ctx, instr.ins[0])
 
 

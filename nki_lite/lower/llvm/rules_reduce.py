@@ -8,6 +8,8 @@ from ...numerics import alu
 from .. import ir
 from ..affine import Affine, axis_var
 from ..ops import rule
+from .codegen import CANON_NAN
+from .irbuilder import f32_bits
 from .rules_common import LANES, Lanes, RowAny, alu_op, domain, flat_axes, identity
 
 
@@ -48,6 +50,107 @@ def _vector_reduce_ok(em, instr, src: ir.Access, axes, lanes) -> bool:
     return instr.mask is None or vax not in instr.mask.vars()
 
 
+def _chunk_loop(em, src: ir.Access, env: dict, vax: str, nv: int, ways: int, state: list, step) -> list:
+    """Fold the `nv` 16-element chunks of `src` (in order) into `ways` interleaved copies of a
+    register state: copy w takes chunks w, w + ways, ... and then the chunks the unrolled loop left
+    over go to copy 0. `state` is [(llvm type, initial value)]; `step(values, x)` returns the new
+    values for one chunk x (an f32 vector). Returns the final values of every copy."""
+    B = em.b
+    pre = B.block_name
+    head, body, done = B.new_label("vrh"), B.new_label("vrb"), B.new_label("vrx")
+    B.br(head)
+    B.block(head)
+    c, c_next = B.tmp("c"), B.tmp("cn")
+    cur = [[B.tmp("acc") for _ in state] for _ in range(ways)]
+    phis = len(B.lines)
+    B.lines += [""] * (1 + ways * len(state))
+    B.cond_br(B.op(f"icmp slt i64 {c}, {nv // ways}"), body, done)
+    B.block(body)
+    nexts = []
+    em.W, em.vaxis = LANES, vax
+    try:
+        for w in range(ways):
+            chunk = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {ways}')}, {w}")
+            x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {chunk}, {LANES}")}, "f32")
+            nexts.append(step(cur[w], x))
+    finally:
+        em.W, em.vaxis = 1, None
+    B.emit(f"{c_next} = add nsw i64 {c}, 1")
+    latch = B.block_name
+    B.br(head)
+    B.lines[phis] = f"  {c} = phi i64 [ 0, %{pre} ], [ {c_next}, %{latch} ]"
+    k = phis + 1
+    for w in range(ways):                                   # every copy starts from the same state
+        for (ty, init), now, nxt in zip(state, cur[w], nexts[w]):
+            B.lines[k] = f"  {now} = phi {ty} [ {init}, %{pre} ], [ {nxt}, %{latch} ]"
+            k += 1
+    B.block(done)
+    em.W, em.vaxis = LANES, vax
+    try:
+        for k in range(nv // ways * ways, nv):
+            x = em.operand(src, {**env, vax: str(k * LANES)}, "f32")
+            cur[0] = step(cur[0], x)
+    finally:
+        em.W, em.vaxis = 1, None
+    return cur
+
+
+def _exact_lanes(em, src, env, vax, nv, lanes: Lanes, init: str) -> str:
+    """The 16 lanes folded with the op's own ALU step (one copy for add/multiply, which must keep
+    each lane's order; four for maximum/minimum, exactly associative and commutative)."""
+    VT = f"<{LANES} x float>"
+    ways = 4 if lanes.op in ("maximum", "minimum") and nv >= 8 else 1
+    copies = _chunk_loop(em, src, env, vax, nv, ways, [(VT, init)],
+                         lambda v, x: [alu_op(em, lanes.op, v[0], x, "f32")])
+    total = copies[0][0]
+    em.W = LANES
+    try:
+        for c in copies[1:]:
+            total = alu_op(em, lanes.op, total, c[0], "f32")
+    finally:
+        em.W = 1
+    return total
+
+
+def _fast_extreme_lanes(em, src, env, vax, nv, lanes: Lanes, init: str) -> str:
+    """maximum/minimum lanes with one compare+select per chunk (x86 maxps/minps) and a NaN flag,
+    instead of the IEEE maximum expansion. The two differ only when a lane saw a NaN (the flag makes
+    that lane the canonical NaN) or when a lane's result is a zero (+0 vs -0 then depends on the
+    order): then the exact loop runs again for this row. Same bits as `_exact_lanes`, by cases."""
+    B = em.b
+    VT, MT = f"<{LANES} x float>", f"<{LANES} x i1>"
+    cmp = "ogt" if lanes.op == "maximum" else "olt"
+
+    def step(v, x):
+        better = B.op(f"fcmp {cmp} {VT} {v[0]}, {x}")
+        nan = B.op(f"fcmp uno {VT} {x}, zeroinitializer")
+        return [B.op(f"select {MT} {better}, {VT} {v[0]}, {VT} {x}"), B.op(f"or {MT} {v[1]}, {nan}")]
+
+    nan0 = B.op(f"fcmp uno {VT} {init}, zeroinitializer")
+    ways = 4 if nv >= 8 else 1
+    copies = _chunk_loop(em, src, env, vax, nv, ways, [(VT, init), (MT, nan0)], step)
+    total, nan = copies[0]
+    for c in copies[1:]:
+        total, nan = step([total, nan], c[0])
+        nan = B.op(f"or {MT} {nan}, {c[1]}")
+    zero = B.op(f"fcmp oeq {VT} {total}, zeroinitializer")
+    anyzero = B.op(f"icmp ne i16 {B.op(f'bitcast {MT} {zero} to i16')}, 0")
+    exact_b, join = B.new_label("vrz"), B.new_label("vrj")
+    fast_b = B.new_label("vrf")
+    B.cond_br(anyzero, exact_b, fast_b)
+    B.block(exact_b)
+    exact = _exact_lanes(em, src, env, vax, nv, lanes, init)
+    exact_end = B.block_name
+    B.br(join)
+    B.block(fast_b)
+    canon = f"splat (float {f32_bits(CANON_NAN)})"
+    fast = B.op(f"select {MT} {nan}, {VT} {canon}, {VT} {total}")
+    fast_end = B.block_name
+    B.br(join)
+    B.block(join)
+    return B.op(f"phi {VT} [ {fast}, %{fast_end} ], [ {exact}, %{exact_end} ]")
+
+
 def _vector_lanes(em, instr, src: ir.Access, axis: int, env: dict, lanes: Lanes, anyl) -> None:
     B = em.b
     vax = axis_var(axis)
@@ -58,49 +161,10 @@ def _vector_lanes(em, instr, src: ir.Access, axis: int, env: dict, lanes: Lanes,
     with (B.if_(live, "vrm") if live is not None else contextlib.nullcontext()):
         if anyl:
             B.emit(f"store i1 true, ptr {anyl}, align 1")
-        # The 16 lanes live in registers across the chunk loop (phis), not in memory. add/multiply must
-        # keep each lane's order (one accumulator); maximum/minimum are exactly associative and
-        # commutative (IEEE 754-2019: NaN wins, +0 > -0; NaN payloads are canonicalised at the end),
-        # so they use `ways` independent accumulators to break the dependency chain.
-        ways = 4 if lanes.op in ("maximum", "minimum") and nv >= 8 else 1
+        # The 16 lanes live in registers across the chunk loop (phis), not in memory.
         init = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
-        pre = B.block_name
-        head, body, done = B.new_label("vrh"), B.new_label("vrb"), B.new_label("vrx")
-        B.br(head)
-        B.block(head)
-        c, c_next = B.tmp("c"), B.tmp("cn")
-        accs = [B.tmp("acc") for _ in range(ways)]
-        phis = len(B.lines)
-        B.lines += [""] * (1 + ways)
-        B.cond_br(B.op(f"icmp slt i64 {c}, {nv // ways}"), body, done)
-        B.block(body)
-        nexts = []
-        em.W, em.vaxis = LANES, vax
-        try:
-            for w, acc in enumerate(accs):
-                chunk = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {ways}')}, {w}")
-                x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {chunk}, {LANES}")}, "f32")
-                nexts.append(alu_op(em, lanes.op, acc, x, "f32"))
-        finally:
-            em.W, em.vaxis = 1, None
-        B.emit(f"{c_next} = add nsw i64 {c}, 1")
-        latch = B.block_name
-        B.br(head)
-        B.lines[phis] = f"  {c} = phi i64 [ 0, %{pre} ], [ {c_next}, %{latch} ]"
-        for w, (acc, nxt) in enumerate(zip(accs, nexts)):       # every way starts from the reset lanes
-            B.lines[phis + 1 + w] = f"  {acc} = phi {VT} [ {init}, %{pre} ], [ {nxt}, %{latch} ]"
-        B.block(done)
-        total = accs[0]
-        em.W = LANES
-        try:
-            for acc in accs[1:]:
-                total = alu_op(em, lanes.op, total, acc, "f32")
-            for k in range(nv // ways * ways, nv):          # chunks left over by the unrolled loop
-                em.vaxis = vax
-                x = em.operand(src, {**env, vax: str(k * LANES)}, "f32")
-                total = alu_op(em, lanes.op, total, x, "f32")
-        finally:
-            em.W, em.vaxis = 1, None
+        fold = _fast_extreme_lanes if lanes.op in ("maximum", "minimum") else _exact_lanes
+        total = fold(em, src, env, vax, nv, lanes, init)
         B.emit(f"store {VT} {total}, ptr {lanes.ptr}, align 64")
         if n % LANES:
             with B.loop(n - nv * LANES, "vrt") as t:

@@ -190,6 +190,13 @@ def _finish(x: np.ndarray, r: np.ndarray, shape: tuple) -> np.ndarray:
     return _from_bits(out).reshape(shape)
 
 
+def _finish_never_nan(x: np.ndarray, r: np.ndarray, shape: tuple) -> np.ndarray:
+    """`_finish` for a result r that cannot be NaN when x is not (so its second select is the
+    identity and is left out): NaN input -> sign|0x7FC00000, else r."""
+    out = np.where(x != x, (_bits(x) & U32(_SIGN)) | U32(_QNAN), _bits(r))
+    return _from_bits(out).reshape(shape)
+
+
 def _abs(x: np.ndarray) -> np.ndarray:
     return _from_bits(_bits(x) & U32(_ABS))
 
@@ -339,8 +346,8 @@ def exp(x):
         a = np.where(x < EXP_HI, x, EXP_HI)
         a = np.where(x > EXP_LO, a, EXP_LO)        # NaN -> EXP_LO (replaced at the end)
         y, n = _exp_parts(a)
-        r = _ldexp(y, n)
-        return _finish(x, r, shape)
+        r = _ldexp(y, n)              # y in [0.70, 1.42], n in [-150, 128]: r in [0, inf], never NaN
+        return _finish_never_nan(x, r, shape)
 
 
 def log(x):

@@ -32,6 +32,8 @@ class Sym:
 
     def __init__(self, b: FnBuilder, name: str, kind: str, width: int):
         self.b, self.name, self.kind, self.width = b, name, kind, width
+        self.integral = False          # f32 known to hold an integer (rint/floor/trunc result)
+        self.float_twin: "Sym | None" = None   # i32 converted from such an f32: that f32 (same value)
 
     # ---- numpy-like attributes
     @property
@@ -109,7 +111,7 @@ class Sym:
         compares both forms exhaustively."""
         if self.width != 16 or not getattr(self.b, "scalef", False):
             return None
-        nf = self._new(f"sitofp {n.ty()} {n.name} to {self.ty('f32')}", "f32")
+        nf = n.float_twin or self._new(f"sitofp {n.ty()} {n.name} to {self.ty('f32')}", "f32")
         fn = "llvm.x86.avx512.mask.scalef.ps.512"
         self.b.declares.add(f"declare <16 x float> @{fn}(<16 x float>, <16 x float>, <16 x float>, i16, i32)")
         return self._new(f"call <16 x float> @{fn}(<16 x float> {self.name}, <16 x float> {nf.name}, "
@@ -175,7 +177,10 @@ class Sym:
         src, dst = self.kind, k
         if src == "f32" and dst in ("i32", "u32"):
             # numpy float->int32 for in-range values == fptosi; out-of-range inputs must not occur
-            return self._new(f"fptosi {self.ty()} {self.name} to {self.ty(dst)}", dst)
+            r = self._new(f"fptosi {self.ty()} {self.name} to {self.ty(dst)}", dst)
+            if self.integral and dst == "i32":
+                r.float_twin = self            # exact round trip: sitofp(r) == self
+            return r
         if src in ("i32", "u32") and dst == "f32":
             ins = "sitofp" if src == "i32" else "uitofp"
             return self._new(f"{ins} {self.ty()} {self.name} to {self.ty(dst)}", "f32")
@@ -215,7 +220,9 @@ class Sym:
             sfx = "f32" if x.width == 1 else f"v{x.width}f32"
             decl = f"declare {x.ty()} @llvm.{intr}.{sfx}({x.ty()})"
             x.b.declares.add(decl)
-            return x._new(f"call {x.ty()} @llvm.{intr}.{sfx}({x.ty()} {x.name})", "f32")
+            r = x._new(f"call {x.ty()} @llvm.{intr}.{sfx}({x.ty()} {x.name})", "f32")
+            r.integral = name != "sqrt"
+            return r
         if name == "isnan":
             return x._new(f"fcmp uno {x.ty()} {x.name}, {x.name}", "bool")
         if name == "invert":

@@ -102,3 +102,55 @@ def test_single_affine_loop_kernel_iterations_run_on_threads(monkeypatch):
         monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
         assert np.array_equal(row_softmax(x).view(np.uint32), ref_sm.view(np.uint32))
         assert np.array_equal(tiled_matmul(lhsT, rhs).view(np.uint32), ref_mm.view(np.uint32))
+
+
+@nki.jit
+def scale_rows_by_weights(x, w):
+    """A prologue (the weights loaded once) then an affine loop over row tiles."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    wt = nl.load(w)                                          # [128, D], read-only in the loop
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.add(nl.multiply(t, wt), 1.0))
+    return out
+
+
+@nki.jit
+def running_sum_of_tiles(x):
+    """The loop accumulates into a buffer allocated before it: iteration i stores the sum of tiles
+    0..i, so iterations depend on each other through on-chip state."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, x.shape[1]), dtype=nl.float32)
+    for i in nl.affine_range(x.shape[0] // 128):
+        acc += nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], acc)
+    return out
+
+
+@nki.jit
+def prologue_writes_hbm(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[0:128, :], nl.load(x[0:128, :]))            # runs once serially; per thread it would repeat
+    for i in nl.affine_range(x.shape[0] // 128 - 1):
+        nl.store(out[(i + 1) * 128:(i + 2) * 128, :], nl.exp(nl.load(x[(i + 1) * 128:(i + 2) * 128, :])))
+    return out
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3", "5", "8"])
+def test_prologue_then_affine_loop_runs_on_threads(monkeypatch, threads):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((128 * 7, 96)).astype(np.float32)
+    w = rng.standard_normal((128, 96)).astype(np.float32)
+    assert programs_independent(scale_rows_by_weights.trace(x, w))
+    ref = scale_rows_by_weights(x, w, mode="interpret")
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    assert np.array_equal(scale_rows_by_weights(x, w).view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("kernel", [running_sum_of_tiles, prologue_writes_hbm])
+def test_prologues_that_cannot_repeat_stay_serial(monkeypatch, kernel):
+    x = np.random.default_rng(12).standard_normal((128 * 5, 64)).astype(np.float32)
+    assert not programs_independent(kernel.trace(x))
+    ref = kernel(x, mode="interpret")
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
+    assert np.array_equal(kernel(x).view(np.uint32), ref.view(np.uint32))

@@ -1,8 +1,10 @@
 """Which kernels may run their "programs" in parallel without changing any result.
 
-Programs are the SPMD grid's instances — or, for a kernel without a grid whose body is a single
-`affine_range` loop, that loop's iterations (`program_space`). The JIT runs a range of programs per
-call of the native function; the runtime may split the range over threads.
+Programs are the SPMD grid's instances — or, for a kernel without a grid whose body ends with an
+`affine_range` loop, that loop's iterations (`program_space`); the statements before that loop are
+the *prologue* (typically loads of weights or constants into SBUF). The JIT runs the prologue and
+then a range of programs per call of the native function; the runtime may split the range over
+threads, each of which then runs the prologue into its own on-chip memory.
 
 Contract: `programs_independent(kernel)` returns True only when running the programs in any order,
 concurrently, gives exactly the serial results: every write to memory shared between programs
@@ -32,20 +34,54 @@ def _span(e: Affine, ext: dict, skip: str) -> int:
     return hi - lo
 
 
-def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
-    """(program variables, their extents, the body each program runs)."""
+def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple, tuple]:
+    """(program variables, their extents, the body each program runs, the prologue run before the
+    programs of each native call)."""
     grid = kernel.grid or ()
     if grid:
-        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body
-    if len(kernel.body) == 1 and isinstance(kernel.body[0], ir.Loop) and kernel.body[0].kind == "affine":
-        lp = kernel.body[0]
-        return (lp.var,), (lp.trip,), lp.body
-    return (), (), kernel.body
+        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body, ()
+    if kernel.body and isinstance(kernel.body[-1], ir.Loop) and kernel.body[-1].kind == "affine":
+        lp = kernel.body[-1]
+        return (lp.var,), (lp.trip,), lp.body, kernel.body[:-1]
+    return (), (), kernel.body, ()
+
+
+def _prologue_repeatable(kernel: ir.Kernel, prologue: tuple, body: tuple) -> bool:
+    """Running the prologue once per thread (each into its own on-chip memory) gives the serial
+    results: it writes no HBM, reads no HBM the kernel writes, and what it writes on chip the
+    programs only read; every on-chip buffer the programs write is allocated inside them (so no
+    program accumulates into state another program would see)."""
+    bufs = kernel.buffer_map
+    root = lambda name: bufs[name].base or name          # noqa: E731
+    written_hbm = {root(o.buffer) for i, _ in ir.walk(kernel.body) if i.op != "alloc" for o in i.outs
+                   if bufs[o.buffer].space == ir.Space.HBM}
+    pro_written = set()
+    for instr, _ in ir.walk(prologue):
+        if instr.op == "device_print":
+            return False
+        for o in instr.outs:
+            if bufs[o.buffer].space == ir.Space.HBM:
+                return False
+            pro_written.add(root(o.buffer))
+        for o in instr.ins:
+            if isinstance(o, ir.Access) and root(o.buffer) in written_hbm:
+                return False
+    allocated_inside = {root(i.out.buffer) for i, _ in ir.walk(body) if i.op == "alloc"}
+    for instr, _ in ir.walk(body):
+        if instr.op == "alloc":
+            continue
+        for o in instr.outs:
+            r = root(o.buffer)
+            if bufs[o.buffer].space != ir.Space.HBM and (r in pro_written or r not in allocated_inside):
+                return False
+    return True
 
 
 def programs_independent(kernel: ir.Kernel) -> bool:
-    pvars, extents, body = program_space(kernel)
+    pvars, extents, body, prologue = program_space(kernel)
     if not pvars or all(n <= 1 for n in extents):
+        return False
+    if prologue and not _prologue_repeatable(kernel, prologue, body):
         return False
     bufs = kernel.buffer_map
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):

@@ -401,7 +401,8 @@ class Emitter:
         for name, off in self.offsets.items():
             self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
         from ..parallel import program_space
-        pvars, extents, pbody = program_space(self.k)
+        pvars, extents, pbody, prologue = program_space(self.k)
+        self.run_nodes(prologue, _Ctx({}, []))      # once per native call (per thread when split)
         # programs [lo, hi) in row-major linear order — SPMD instances, or the iterations of a kernel
         # that is one affine_range loop (the runtime may split the range over threads); a set stop
         # flag (another thread failed, or Ctrl-C) ends the run between programs

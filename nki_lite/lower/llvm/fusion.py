@@ -92,10 +92,17 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
     for a in allocs:
         OPS["alloc"].rules["llvm"](em, a, ctx)
     in_run = Counter(o.buffer for m in members for o in m.ins if isinstance(o, ir.Access))
-    elided = {m.out.buffer for m in members[:-1]
+    def read_first(k: int) -> bool:
+        """Member k's output buffer is read by member k itself or an earlier member: that read sees
+        the value from before the run (e.g. `acc += x` carried across loop iterations), so the
+        buffer is live after the run too."""
+        buf = members[k].out.buffer
+        return any(isinstance(o, ir.Access) and o.buffer == buf for m in members[:k + 1] for o in m.ins)
+
+    elided = {m.out.buffer for k, m in enumerate(members[:-1])
               if em.bufs[m.out.buffer].kind == "local" and em.bufs[m.out.buffer].space != ir.Space.HBM
               and reads[m.out.buffer] == in_run[m.out.buffer] and m.out == ir.Access.full(em.bufs[m.out.buffer])
-              and sum(1 for x in members if x.out.buffer == m.out.buffer) == 1}
+              and sum(1 for x in members if x.out.buffer == m.out.buffer) == 1 and not read_first(k)}
     items = []
     for m in members:                                      # the rules hand over their value functions
         em.capturing = []

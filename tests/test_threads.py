@@ -154,3 +154,38 @@ def test_prologues_that_cannot_repeat_stay_serial(monkeypatch, kernel):
     ref = kernel(x, mode="interpret")
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
     assert np.array_equal(kernel(x).view(np.uint32), ref.view(np.uint32))
+
+
+@nki.jit
+def long_serial_exp(x):
+    """One program, a sequential loop of many tile passes: seconds of work in one native call.
+    Iteration i writes row i of the output."""
+    out = nl.ndarray((16384, 64), x.dtype, buffer=nl.shared_hbm)
+    for i in nl.sequential_range(16384):
+        e = nl.exp(nl.tanh(nl.load(x)))
+        nl.store(out[i, 0:64], e[0, 0:64])
+    return out
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_ctrl_c_stops_a_long_single_program(monkeypatch, threads):
+    """Ctrl-C (here _thread.interrupt_main from a timer) raises KeyboardInterrupt while the native
+    code runs; the output shows the run stopped part-way (its last row was never computed)."""
+    import _thread
+    import threading
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    x = np.random.default_rng(13).standard_normal((128, 2048)).astype(np.float32)
+    out = np.full((16384, 64), 7.0, np.float32)
+    long_serial_exp.inspect_asm(x)                             # compile first: interrupt the run, not LLVM
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            long_serial_exp(x, out=out)
+    finally:
+        timer.cancel()
+    row = np.exp(np.tanh(x[0, :64].astype(np.float64)))
+    assert np.allclose(out[0], row, rtol=1e-5)                 # it had started
+    assert not np.allclose(out[-1], row, rtol=1e-5)            # and stopped before the last iteration
+    y = np.ascontiguousarray(x[:, :512])
+    assert np.array_equal(spmd_add[1, 1](y, y), 2 * y)        # the runtime is still usable

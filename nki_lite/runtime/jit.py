@@ -92,6 +92,9 @@ def _source_text(kernel: ir.Kernel, debug: bool):
     return gen, text, offset is not None
 
 
+LONG_RUNNING_ELEMENTS = 1 << 24     # ~10 ms of simple elementwise work on one core
+
+
 def _num_threads() -> int:
     n = config.get("NKI_LITE_NUM_THREADS")
     return n if n > 0 else (os.cpu_count() or 1)
@@ -238,11 +241,31 @@ class CompiledKernel:
             rc = self._call(ctypes.addressof(arr), arena_ptr, status_ptr, self._print_ptr)
         return rc, st
 
+    @functools.cached_property
+    def long_running(self) -> bool:
+        """Does a call do enough work (> LONG_RUNNING_ELEMENTS element-steps: output elements of every
+        instruction times its loop trips and grid, M*N*K for matmuls) that Ctrl-C must be able to
+        stop it? Such a call runs on a pool thread while the calling thread waits interruptibly
+        (tens of microseconds more per call); the native code checks the stop flag at every program
+        and loop iteration."""
+        grid = int(np.prod(self.kernel.grid or (1,)))
+        work = 0
+        for instr, loops in ir.walk(self.kernel.body):
+            if instr.op == "alloc" or not instr.outs:
+                continue
+            n = int(np.prod(instr.out.shape))
+            if instr.op == "nc_matmul" and isinstance(instr.ins[0], ir.Access):
+                n *= instr.ins[0].shape[0]
+            work += n * grid * int(np.prod([lp.trip for lp in loops] or [1]))
+        return work > LONG_RUNNING_ELEMENTS
+
     def call(self, args: list[np.ndarray]) -> None:
         n = self.n_programs
         threads = min(n, _num_threads()) if n > 1 else 1
         if threads > 1 and self.parallel:
             return self._call_parallel(args, threads)
+        if self.long_running and threading.current_thread() is threading.main_thread():
+            return self._call_parallel(args, 1)            # interruptible: Ctrl-C reaches this thread
         rc, st = self._run(args, 0, n, 0)
         if rc:
             raise self._error(st.copy())

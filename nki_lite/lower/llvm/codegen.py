@@ -77,6 +77,7 @@ class Emitter:
         self.needs_print = False
         self.allocas: list[str] = []
         self.origin: dict = {}
+        self.stop_ptr = self.has_stop = "false"          # set in generate()
         self.row_value: str | None = None
         self.row: str | None = None  # row-major bodies: the current partition (axis 0) of every instruction
         self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
@@ -352,6 +353,17 @@ class Emitter:
                         self.fail(self._last_site, ctx, k, d, v, v)
 
     # ---------------------------------------------------------------- kernel structure
+    def stop_check(self) -> None:
+        """Return 2 if the caller's stop flag is set (status word STATUS_STOP holds its address, 0 =
+        none): the runtime sets it on Ctrl-C or when another thread failed."""
+        b = self.b
+        with b.if_(self.has_stop, "st"):
+            flag = b.op(f"load volatile i64, ptr {self.stop_ptr}, align 8")
+            stopped = b.op(f"icmp ne i64 {flag}, 0")
+            with b.if_(stopped, "sx"):
+                b.br("stop_exit")
+                b.block(b.new_label("dead"))
+
     def run_nodes(self, nodes, ctx: _Ctx) -> None:
         from .fusion import emit_run, plan
         from .rowmajor import row_local
@@ -376,6 +388,7 @@ class Emitter:
                 continue
             if isinstance(n, ir.Loop):
                 with self.b.loop(n.trip, "l") as i:
+                    self.stop_check()
                     inner = _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var])
                     self.run_nodes(n.body, inner)
             else:
@@ -402,25 +415,21 @@ class Emitter:
             self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
         from ..parallel import program_space
         pvars, extents, pbody, prologue = program_space(self.k)
-        self.run_nodes(prologue, _Ctx({}, []))      # once per native call (per thread when split)
-        # programs [lo, hi) in row-major linear order — SPMD instances, or the iterations of a kernel
-        # that is one affine_range loop (the runtime may split the range over threads); a set stop
-        # flag (another thread failed, or Ctrl-C) ends the run between programs
+        # programs [lo, hi) in row-major linear order — SPMD instances, or the iterations of a kernel's
+        # final affine_range loop (the runtime may split the range over threads), after the prologue;
+        # a set stop flag (another thread failed, or Ctrl-C) ends the run at the next program or
+        # loop iteration
         words = {}
         for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP)):
             q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
             words[name] = b.op(f"load i64, ptr {q}, align 8")
-        stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
-        has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
+        self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
+        self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
+        self.run_nodes(prologue, _Ctx({}, []))      # once per native call (per thread when split)
         count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
         with b.loop(count, "g") as i:
             lin = b.op(f"add nsw i64 {i}, {words['lo']}")
-            with b.if_(has_stop, "st"):
-                flag = b.op(f"load volatile i64, ptr {stop_ptr}, align 8")
-                stopped = b.op(f"icmp ne i64 {flag}, 0")
-                with b.if_(stopped, "sx"):
-                    b.br("stop_exit")
-                    b.block(b.new_label("dead"))
+            self.stop_check()
             env, rem = {}, lin
             for g in reversed(range(len(pvars))):
                 env[pvars[g]] = b.op(f"urem i64 {rem}, {extents[g]}") if g > 0 else rem

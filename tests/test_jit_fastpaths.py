@@ -277,3 +277,70 @@ def test_out_fast_path_hits_and_checks_every_call():
     o2 = np.empty_like(x)                                        # another array of the same signature
     _twice(x, out=o2)
     np.testing.assert_array_equal(o2, x * 2)
+
+
+# ---------------------------------------------------------------- property test over the fast paths
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _pattern_kernel(op, negate, with_prologue, use_bias, reduce_out):
+    """prologue weights (optional) + affine loop over row tiles: load -> max/min reduce -> activation
+    with the reduced value as bias (optional) -> store, masked on ragged rows."""
+    @nki.jit
+    def k(x, w):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        red = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm) if reduce_out else None
+        rows, cols = x.shape
+        ip = nl.arange(128)[:, None]
+        ic = nl.arange(cols)[None, :]
+        if with_prologue:
+            wt = nl.load(w)
+        for i in nl.affine_range((rows + 127) // 128):
+            valid = i * 128 + ip < rows
+            t = nl.load(x[i * 128 + ip, ic], mask=valid)
+            m = nisa.tensor_reduce(op, t, axis=1, negate=negate, keepdims=True, mask=valid)
+            if use_bias:
+                e = nisa.activation(op=nl.exp, data=t, bias=m, mask=valid)
+            else:
+                e = nl.multiply(t, 2.0, mask=valid)
+            if with_prologue:
+                e = nl.add(e, wt, mask=valid)
+            nl.store(out[i * 128 + ip, ic], value=e, mask=valid)
+            if reduce_out:
+                nl.store(red[i * 128 + ip, 0], value=m, mask=valid)
+        return (out, red) if reduce_out else out
+    return k
+
+
+_SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.4e38], F32)
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(rows=st.sampled_from([128, 256, 200, 77]), cols=st.sampled_from([16, 64, 200, 257]),
+       op=st.sampled_from([np.max, np.min]), negate=st.booleans(), with_prologue=st.booleans(),
+       use_bias=st.booleans(), reduce_out=st.booleans(), dtype=st.sampled_from(["float32", "bfloat16"]),
+       specials=st.integers(0, 12), threads=st.sampled_from(["1", "3"]), opt=st.sampled_from(["0", "2"]),
+       seed=st.integers(0, 2 ** 16))
+def test_fast_paths_agree_with_the_interpreter(rows, cols, op, negate, with_prologue, use_bias, reduce_out,
+                                               dtype, specials, threads, opt, seed):
+    import ml_dtypes
+    saved = {k: os.environ.get(k) for k in ("NKI_LITE_NUM_THREADS", "NKI_LITE_JIT_OPT")}
+    os.environ["NKI_LITE_NUM_THREADS"] = threads
+    os.environ["NKI_LITE_JIT_OPT"] = opt
+    try:
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((rows, cols)).astype(F32)
+        for _ in range(specials):
+            x[rng.integers(rows), rng.integers(cols)] = _SPECIALS[rng.integers(len(_SPECIALS))]
+        if rng.random() < 0.3:
+            x[rng.integers(rows), :] = rng.choice([0.0, -0.0], size=cols).astype(F32)
+        if dtype == "bfloat16":
+            x = x.astype(ml_dtypes.bfloat16)
+        w = rng.standard_normal((128, cols)).astype(F32)
+        run_both(_pattern_kernel(op, negate, with_prologue, use_bias, reduce_out), [x, w])
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -278,3 +278,28 @@ def test_fused_accumulator_carried_across_iterations_is_stored():
     assert_backends_agree(running_sum, x)
     want = np.cumsum(x.reshape(4, 128, 48), axis=0, dtype=F32).reshape(x.shape)
     np.testing.assert_array_equal(running_sum(x), want)
+
+
+def test_max8_shift_keeps_equal_keys_in_index_order():
+    """max8's insertion dropped the wrong one of two equal keys when a larger value arrived later:
+    the displaced element must pass equal keys below it (it came first). Visible with +0/-0 (equal
+    keys, different bits) and with NaN next to +inf (both sort as +inf). Found by the generator at
+    NKI_LITE_HYPOTHESIS_SCALE=15."""
+    @nki.jit
+    def top8(x):
+        out = nl.ndarray((x.shape[0], 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.max8(src=nl.load(x)))
+        return out
+
+    x = np.full((4, 48), -0.0, F32)
+    x[0, :6] = 0.0                           # six +0, then -0s, then a larger value at 26
+    x[0, 26] = 0.1
+    x[1, :3] = np.inf
+    x[1, 3:7] = np.nan                       # NaN keys tie with +inf
+    x[1, 30] = np.float32(np.nan)
+    x[2, ::2] = 0.0
+    x[2, 40] = 5.0
+    x[3] = np.linspace(-1, 1, 48, dtype=F32)
+    assert_backends_agree(top8, x)
+    got = top8(x, mode="jit")
+    assert [hex(int(v)) for v in got[0].view(np.uint32)] == ["0x3dcccccd"] + ["0x0"] * 6 + ["0x80000000"]

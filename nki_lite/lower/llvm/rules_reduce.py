@@ -401,12 +401,19 @@ def _max8(em, instr, ctx):
             ck = B.op(f"select i1 {isnan}, float 0x7FF0000000000000, float {x}")
             cv = x
             nf = B.op(f"load i64, ptr {filled}, align 8")
+            # the new element passes only strictly smaller keys (it comes after equal ones); once it
+            # has displaced one, the carried element came *before* every equal key below it, so it
+            # displaces those too (a stable shift down; +0 and -0 are equal keys, NaN keys are +inf)
+            displaced = "false"
             for i in range(8):
                 pk, pv = cell(keys, i), cell(vals, i)
                 ok_, ov = B.op(f"load float, ptr {pk}, align 4"), B.op(f"load float, ptr {pv}, align 4")
                 empty = B.op(f"icmp sle i64 {nf}, {i}")
                 less = B.op(f"fcmp olt float {ok_}, {ck}")
-                sw = B.op(f"or i1 {empty}, {less}")
+                tie = B.op(f"fcmp oeq float {ok_}, {ck}")
+                carried_tie = B.op(f"and i1 {displaced}, {tie}")
+                sw = B.op(f"or i1 {B.op(f'or i1 {empty}, {less}')}, {carried_tie}")
+                displaced = B.op(f"or i1 {displaced}, {sw}")
                 B.emit(f"store float {B.op(f'select i1 {sw}, float {ck}, float {ok_}')}, ptr {pk}, align 4")
                 B.emit(f"store float {B.op(f'select i1 {sw}, float {cv}, float {ov}')}, ptr {pv}, align 4")
                 ck = B.op(f"select i1 {sw}, float {ok_}, float {ck}")

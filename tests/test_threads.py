@@ -106,7 +106,7 @@ def test_single_affine_loop_kernel_iterations_run_on_threads(monkeypatch):
 
 @nki.jit
 def scale_rows_by_weights(x, w):
-    """A prologue (the weights loaded once) then an affine loop over row tiles."""
+    """A prologue (the weights loaded once, shared read-only by the workers) then an affine loop."""
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
     wt = nl.load(w)                                          # [128, D], read-only in the loop
     for i in nl.affine_range(x.shape[0] // 128):
@@ -128,11 +128,26 @@ def running_sum_of_tiles(x):
 
 
 @nki.jit
-def prologue_writes_hbm(x):
+def prologue_and_epilogue(x):
+    """Statements before and after the loop, writing and reading HBM the loop also uses."""
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-    nl.store(out[0:128, :], nl.load(x[0:128, :]))            # runs once serially; per thread it would repeat
+    first = nl.load(x[0:128, :])
+    nl.store(out[0:128, :], first)                           # prologue: an HBM write
     for i in nl.affine_range(x.shape[0] // 128 - 1):
-        nl.store(out[(i + 1) * 128:(i + 2) * 128, :], nl.exp(nl.load(x[(i + 1) * 128:(i + 2) * 128, :])))
+        t = nl.load(x[(i + 1) * 128:(i + 2) * 128, :])
+        nl.store(out[(i + 1) * 128:(i + 2) * 128, :], nl.add(nl.exp(t), first))
+    last = nl.load(out[x.shape[0] - 128:x.shape[0], :])       # epilogue: reads what a program wrote
+    nl.store(out[0:128, :], nl.multiply(last, 2.0))
+    return out
+
+
+@nki.jit
+def epilogue_reads_a_program_tile(x):
+    """After the loop, a tile allocated inside it holds the last iteration's values (serially)."""
+    out = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.exp(nl.load(x[i * 128:(i + 1) * 128, :]))
+    nl.store(out, t)
     return out
 
 
@@ -147,8 +162,17 @@ def test_prologue_then_affine_loop_runs_on_threads(monkeypatch, threads):
     assert np.array_equal(scale_rows_by_weights(x, w).view(np.uint32), ref.view(np.uint32))
 
 
-@pytest.mark.parametrize("kernel", [running_sum_of_tiles, prologue_writes_hbm])
-def test_prologues_that_cannot_repeat_stay_serial(monkeypatch, kernel):
+@pytest.mark.parametrize("threads", ["1", "2", "3", "8"])
+def test_prologue_loop_epilogue_runs_on_threads(monkeypatch, threads):
+    x = np.random.default_rng(14).standard_normal((128 * 6, 40)).astype(np.float32)
+    assert programs_independent(prologue_and_epilogue.trace(x))
+    ref = prologue_and_epilogue(x, mode="interpret")
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    assert np.array_equal(prologue_and_epilogue(x).view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("kernel", [running_sum_of_tiles, epilogue_reads_a_program_tile])
+def test_shared_on_chip_state_keeps_a_kernel_serial(monkeypatch, kernel):
     x = np.random.default_rng(12).standard_normal((128 * 5, 64)).astype(np.float32)
     assert not programs_independent(kernel.trace(x))
     ref = kernel(x, mode="interpret")

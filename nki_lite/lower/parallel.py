@@ -1,18 +1,27 @@
 """Which kernels may run their "programs" in parallel without changing any result.
 
-Programs are the SPMD grid's instances — or, for a kernel without a grid whose body ends with an
-`affine_range` loop, that loop's iterations (`program_space`); the statements before that loop are
-the *prologue* (typically loads of weights or constants into SBUF). The JIT runs the prologue and
-then a range of programs per call of the native function; the runtime may split the range over
-threads, each of which then runs the prologue into its own on-chip memory.
+Programs are the SPMD grid's instances — or, for a kernel without a grid, the iterations of its last
+top-level `affine_range` loop (`program_space`). Statements before that loop are the *prologue*
+(typically loads of weights into SBUF), statements after it the *epilogue*. One call of the native
+function runs any of three phases: the prologue, a range [lo, hi) of programs, the epilogue
+(lower/llvm/abi.py). Serially one call runs all three. In parallel the calling thread runs the
+prologue, worker threads run ranges of programs, then the calling thread runs the epilogue.
 
-Contract: `programs_independent(kernel)` returns True only when running the programs in any order,
-concurrently, gives exactly the serial results: every write to memory shared between programs
-(HBM inputs/outputs) is separated by program id — for each grid axis with more than one program,
-some dimension of the write's index is `c * pid + rest` with the rest spanning less than |c|, so two
-programs never write the same element — and a program only reads shared memory the kernel writes
-through exactly the access it writes it with (its own region). Kernels with device_print, HBM views
-of written tensors, or shared HBM scratch are kept serial. False means "not proven": run serially.
+Memory during the programs phase: on-chip buffers allocated inside the program body are *private*
+(each worker has its own copy, `private_buffers`); every other on-chip buffer is *shared* (the
+calling thread's, written by the prologue, only read by the programs).
+
+Contract: `programs_independent(kernel)` returns True only when that parallel schedule gives exactly
+the serial results:
+- every HBM write of a program is separated by program id — for each program axis with more than one
+  program, some dimension of the write's index is `c * pid + rest` with the rest spanning less than
+  |c|, so two programs never write the same element — and a program only reads HBM the programs write
+  through exactly the access it writes it with (its own region);
+- programs write on-chip memory only in private buffers (no accumulation into shared state), and the
+  epilogue reads no private buffer (serially it would see the last program's values);
+- no device_print, no HBM views of written tensors, no shared HBM scratch.
+The prologue runs once before any program and the epilogue after all of them, as in the serial order,
+so what they read and write needs no further condition. False means "not proven": run serially.
 """
 from __future__ import annotations
 
@@ -34,65 +43,46 @@ def _span(e: Affine, ext: dict, skip: str) -> int:
     return hi - lo
 
 
-def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple, tuple]:
-    """(program variables, their extents, the body each program runs, the prologue run before the
-    programs of each native call)."""
+def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple, tuple, tuple]:
+    """(program variables, their extents, the body each program runs, prologue, epilogue)."""
     grid = kernel.grid or ()
     if grid:
-        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body, ()
-    if kernel.body and isinstance(kernel.body[-1], ir.Loop) and kernel.body[-1].kind == "affine":
-        lp = kernel.body[-1]
-        return (lp.var,), (lp.trip,), lp.body, kernel.body[:-1]
-    return (), (), kernel.body, ()
+        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body, (), ()
+    loops = [k for k, n in enumerate(kernel.body) if isinstance(n, ir.Loop) and n.kind == "affine"]
+    if not loops:
+        return (), (), kernel.body, (), ()
+    k = loops[-1]
+    lp = kernel.body[k]
+    return (lp.var,), (lp.trip,), lp.body, kernel.body[:k], kernel.body[k + 1:]
 
 
-def _prologue_repeatable(kernel: ir.Kernel, prologue: tuple, body: tuple) -> bool:
-    """Running the prologue once per thread (each into its own on-chip memory) gives the serial
-    results: it writes no HBM, reads no HBM the kernel writes, and what it writes on chip the
-    programs only read; every on-chip buffer the programs write is allocated inside them (so no
-    program accumulates into state another program would see)."""
+def private_buffers(kernel: ir.Kernel) -> set[str]:
+    """On-chip buffers (roots) allocated inside the program body: one copy per worker thread."""
+    body = program_space(kernel)[2]
     bufs = kernel.buffer_map
-    root = lambda name: bufs[name].base or name          # noqa: E731
-    written_hbm = {root(o.buffer) for i, _ in ir.walk(kernel.body) if i.op != "alloc" for o in i.outs
-                   if bufs[o.buffer].space == ir.Space.HBM}
-    pro_written = set()
-    for instr, _ in ir.walk(prologue):
-        if instr.op == "device_print":
-            return False
-        for o in instr.outs:
-            if bufs[o.buffer].space == ir.Space.HBM:
-                return False
-            pro_written.add(root(o.buffer))
-        for o in instr.ins:
-            if isinstance(o, ir.Access) and root(o.buffer) in written_hbm:
-                return False
-    allocated_inside = {root(i.out.buffer) for i, _ in ir.walk(body) if i.op == "alloc"}
-    for instr, _ in ir.walk(body):
-        if instr.op == "alloc":
-            continue
-        for o in instr.outs:
-            r = root(o.buffer)
-            if bufs[o.buffer].space != ir.Space.HBM and (r in pro_written or r not in allocated_inside):
-                return False
-    return True
+    return {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(body) if i.op == "alloc"}
 
 
 def programs_independent(kernel: ir.Kernel) -> bool:
-    pvars, extents, body, prologue = program_space(kernel)
+    pvars, extents, body, prologue, epilogue = program_space(kernel)
     if not pvars or all(n <= 1 for n in extents):
         return False
-    if prologue and not _prologue_repeatable(kernel, prologue, body):
-        return False
     bufs = kernel.buffer_map
+    root = lambda name: bufs[name].base or name          # noqa: E731
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
         return False
+    if any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+        return False
+    private = private_buffers(kernel)
     writes: dict[str, set] = {}
-    for instr, loops in ir.walk(kernel.body):
-        if instr.op == "device_print":
-            return False
+    for instr, loops in ir.walk(body):
+        if instr.op == "alloc":
+            continue
         for acc in instr.outs:
             b = bufs[acc.buffer]
             if b.space != ir.Space.HBM:
+                if root(acc.buffer) not in private:
+                    return False                      # programs would share (accumulate into) it
                 continue
             if b.base is not None:
                 return False
@@ -105,10 +95,15 @@ def programs_independent(kernel: ir.Kernel) -> bool:
                 if not any(e.coeff(pid) != 0 and _span(e, ext, pid) < abs(e.coeff(pid)) for e in acc.index):
                     return False
             writes.setdefault(acc.buffer, set()).add(acc)
-    for instr, _ in ir.walk(kernel.body):
+        if instr.op == "nc_matmul" and instr.attr("accumulate") and root(instr.out.buffer) not in private:
+            return False
+    for instr, _ in ir.walk(body):
         for acc in instr.ins:
             if isinstance(acc, ir.Access):
-                root = bufs[acc.buffer].base or acc.buffer
-                if root in writes and acc not in writes[root]:
+                r = root(acc.buffer)
+                if r in writes and acc not in writes[r]:
                     return False
+    for instr, _ in ir.walk(epilogue):
+        if any(isinstance(o, ir.Access) and root(o.buffer) in private for o in instr.ins):
+            return False
     return True

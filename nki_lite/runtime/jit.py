@@ -36,6 +36,8 @@ from ..lower import ir
 from ..lower.llvm import target as T
 from ..lower.llvm.abi import STATUS_PROG_HI as _PROG_HI
 from ..lower.llvm.abi import STATUS_PROG_LO as _PROG_LO
+from ..lower.llvm.abi import STATUS_PHASES as _PHASES
+from ..lower.llvm.abi import STATUS_PRIVATE_ARENA as _PARENA
 from ..lower.llvm.abi import STATUS_STOP as _STOP
 from . import diskcache as DC
 from .interpreter import fill_uninit
@@ -229,11 +231,19 @@ class CompiledKernel:
         from ..lower.parallel import programs_independent
         return not self.gen.needs_print and programs_independent(self.kernel)
 
-    def _run(self, args, lo: int, hi: int, stop_addr: int) -> tuple[int, np.ndarray]:
+    def _run(self, args, lo: int, hi: int, stop_addr: int, phases: int = 7,
+             shared: int | None = None) -> tuple[int, np.ndarray]:
+        """One native call on this thread: `phases` (1 prologue, 2 programs [lo, hi), 4 epilogue);
+        `shared` is the arena holding the shared on-chip buffers (another thread's; None: this
+        thread's own, which then also holds the private ones)."""
         loc = self._scratch()
-        arena_ptr, status_ptr = loc.ptrs
+        own_arena, status_ptr = loc.ptrs
         st = loc.status
-        st[_PROG_LO], st[_PROG_HI], st[_STOP] = lo, hi, stop_addr
+        st[_PROG_LO], st[_PROG_HI], st[_STOP], st[_PHASES] = lo, hi, stop_addr, phases
+        if shared is None:
+            arena_ptr, st[_PARENA] = own_arena, 0
+        else:
+            arena_ptr, st[_PARENA] = shared, own_arena
         if self._call_py is not None:
             rc = self._call_py(*args, arena_ptr, status_ptr, self._print_ptr)
         else:
@@ -265,25 +275,36 @@ class CompiledKernel:
         if threads > 1 and self.parallel:
             return self._call_parallel(args, threads)
         if self.long_running and threading.current_thread() is threading.main_thread():
-            return self._call_parallel(args, 1)            # interruptible: Ctrl-C reaches this thread
-        rc, st = self._run(args, 0, n, 0)
+            return self._on_pool(args, [(0, n, 7, None)])    # interruptible: Ctrl-C reaches this thread
+        self._checked(self._run(args, 0, n, 0))
+
+    def _checked(self, result) -> None:
+        rc, st = result
         if rc:
             raise self._error(st.copy())
 
     def _call_parallel(self, args, threads: int) -> None:
-        """Contiguous chunks of programs on the pool; the first error sets the shared stop flag so
-        the other threads end at their next program; Ctrl-C does the same and re-raises."""
+        """Prologue on this thread; contiguous chunks of programs on the pool, each thread with its
+        own private buffers and this thread's shared ones (lower/parallel.py); then the epilogue."""
         n = self.n_programs
-        stop = np.zeros(1, dtype=np.int64)
-        bounds = [(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+        self._checked(self._run(args, 0, 0, 0, phases=1))
+        shared = self._scratch().ptrs[0]
+        self._on_pool(args, [(n * t // threads, n * (t + 1) // threads, 2, shared) for t in range(threads)])
+        self._checked(self._run(args, 0, 0, 0, phases=4))
 
-        def work(lo, hi):
-            rc, st = self._run(args, lo, hi, stop.ctypes.data)
+    def _on_pool(self, args, jobs: list) -> None:
+        """Run (lo, hi, phases, shared) jobs on the pool while this thread waits interruptibly; the first
+        error sets the shared stop flag so the other jobs end at their next program or loop iteration,
+        and is raised; Ctrl-C does the same and re-raises."""
+        stop = np.zeros(1, dtype=np.int64)
+
+        def work(lo, hi, phases, shared):
+            rc, st = self._run(args, lo, hi, stop.ctypes.data, phases, shared)
             if rc == 1:
                 stop[0] = 1
                 return lo, st.copy()
             return None
-        futures = [_pool().submit(work, lo, hi) for lo, hi in bounds]
+        futures = [_pool().submit(work, *job) for job in jobs]
         results = []
         try:
             for f in futures:

@@ -29,8 +29,8 @@ from ..ops import OPS
 from . import convert as CV
 from .irbuilder import FnBuilder, f32, f32_bits
 
-from .abi import (STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PROG_HI, STATUS_PROG_LO,  # noqa: E402,F401
-                  STATUS_STOP, STATUS_WORDS)
+from .abi import (STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES, STATUS_PRIVATE_ARENA,  # noqa: E402,F401
+                  STATUS_PROG_HI, STATUS_PROG_LO, STATUS_STOP, STATUS_WORDS)
 ERR_BOUNDS = 1
 CANON_NAN = 0x7FC00000
 
@@ -177,7 +177,8 @@ class Emitter:
         return self.b.op(f"getelementptr inbounds {self.storage(acc.buffer)}, ptr {self.base_ptr(acc.buffer)}, i64 {off}")
 
     def scratch_ptr(self, byte_offset: int = 0) -> str:
-        return self.b.op(f"getelementptr inbounds i8, ptr %arena, i64 {self.scratch_offset + byte_offset}")
+        """Per-instruction scratch: in the thread's own (private) arena."""
+        return self.b.op(f"getelementptr inbounds i8, ptr %parena, i64 {self.scratch_offset + byte_offset}")
 
     def load_raw(self, acc: ir.Access, env: dict) -> str:
         if self.fused is not None and acc in self.fused:     # produced earlier in a fused run
@@ -408,26 +409,39 @@ class Emitter:
             b.emit("call void @llvm.x86.sse.stmxcsr(ptr %mxcsr.saved)")
             b.emit("store i32 8064, ptr %mxcsr.new, align 4")       # 0x1F80: masked, RNE, no FTZ/DAZ
             b.emit("call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.new)")
+        from ..parallel import private_buffers, program_space
+        pvars, extents, pbody, prologue, epilogue = program_space(self.k)
+        # phases (lower/parallel.py): prologue; programs [lo, hi) in row-major linear order — SPMD
+        # instances, or the iterations of the kernel's last top-level affine_range loop (the runtime
+        # may split the range over threads); epilogue. A set stop flag (another thread failed, or
+        # Ctrl-C) ends the run at the next program or loop iteration.
+        words = {}
+        for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP),
+                        ("phases", STATUS_PHASES), ("parena", STATUS_PRIVATE_ARENA)):
+            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
+            words[name] = b.op(f"load i64, ptr {q}, align 8")
+        own = b.op(f"icmp ne i64 {words['parena']}, 0")
+        pa = b.op(f"inttoptr i64 {words['parena']} to ptr")
+        b.emit(f"%parena = select i1 {own}, ptr {pa}, ptr %arena")
         for k, name in enumerate(self.arg_buffers):
             p = b.op(f"getelementptr inbounds ptr, ptr %args, i64 {k}")
             self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
+        private = private_buffers(self.k)
         for name, off in self.offsets.items():
-            self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr %arena, i64 {off}", "buf")
-        from ..parallel import program_space
-        pvars, extents, pbody, prologue = program_space(self.k)
-        # programs [lo, hi) in row-major linear order — SPMD instances, or the iterations of a kernel's
-        # final affine_range loop (the runtime may split the range over threads), after the prologue;
-        # a set stop flag (another thread failed, or Ctrl-C) ends the run at the next program or
-        # loop iteration
-        words = {}
-        for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP)):
-            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
-            words[name] = b.op(f"load i64, ptr {q}, align 8")
+            base = "%parena" if name in private else "%arena"
+            self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr {base}, i64 {off}", "buf")
         self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
         self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
-        self.run_nodes(prologue, _Ctx({}, []))      # once per native call (per thread when split)
+
+        phases = words["phases"]
+
+        def phase(bit: int):
+            masked = b.op(f"and i64 {phases}, {bit}")
+            return b.if_(b.op(f"icmp ne i64 {masked}, 0"), f"ph{bit}_")
+        with phase(1):
+            self.run_nodes(prologue, _Ctx({}, []))
         count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
-        with b.loop(count, "g") as i:
+        with phase(2), b.loop(count, "g") as i:
             lin = b.op(f"add nsw i64 {i}, {words['lo']}")
             self.stop_check()
             env, rem = {}, lin
@@ -436,6 +450,8 @@ class Emitter:
                 if g > 0:
                     rem = b.op(f"udiv i64 {rem}, {extents[g]}")
             self.run_nodes(pbody, _Ctx(env, list(pvars)))
+        with phase(4):
+            self.run_nodes(epilogue, _Ctx({}, []))
         restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if x86 else ""
         body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
         text = ["; nki_lite kernel " + self.k.name,

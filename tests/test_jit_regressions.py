@@ -264,15 +264,8 @@ def test_long_minmax_reductions_with_signed_zeros_and_nans(op, opt, monkeypatch)
 def test_fused_accumulator_carried_across_iterations_is_stored():
     """Fusion elided `acc` in `acc += load(x[i]); store(out[i], acc)`: every read of acc was inside
     the fused run, but the first one reads the previous iteration's value, so acc must be stored.
-    (Found while adding prologue threading; tests/test_threads.py::running_sum_of_tiles.)"""
-    @nki.jit
-    def running_sum(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        acc = nl.zeros((128, x.shape[1]), dtype=nl.float32)
-        for i in nl.affine_range(x.shape[0] // 128):
-            acc += nl.load(x[i * 128:(i + 1) * 128, :])
-            nl.store(out[i * 128:(i + 1) * 128, :], acc)
-        return out
+    (Found while adding prologue threading.)"""
+    from .test_threads import running_sum_of_tiles as running_sum
 
     x = np.random.default_rng(5).standard_normal((128 * 4, 48)).astype(F32)
     assert_backends_agree(running_sum, x)

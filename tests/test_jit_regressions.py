@@ -296,3 +296,35 @@ def test_max8_shift_keeps_equal_keys_in_index_order():
     assert_backends_agree(top8, x)
     got = top8(x, mode="jit")
     assert [hex(int(v)) for v in got[0].view(np.uint32)] == ["0x3dcccccd"] + ["0x0"] * 6 + ["0x80000000"]
+
+
+@pytest.mark.parametrize("opt", ["0", "2"])
+@pytest.mark.parametrize("op", [np.maximum, np.minimum])
+def test_elementwise_max_min_with_signalling_nan_operands(op, opt, monkeypatch):
+    """At O2, llvm.maximum's x86 lowering (scalar path: a strided operand) returned the other operand
+    for the signalling NaN 0x7F800001 next to an int32-derived operand (generator case at
+    NKI_LITE_HYPOTHESIS_SCALE=20). The contract (numerics/alu.py): a NaN operand gives the canonical
+    NaN, and +0 beats -0."""
+    monkeypatch.setenv("NKI_LITE_JIT_OPT", opt)
+
+    @nki.jit
+    def mm(x, v, y):
+        out = nl.ndarray((32, 17), dtype=nl.float32, buffer=nl.shared_hbm)
+        out2 = nl.ndarray(y.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        ip, jf = nl.arange(32)[:, None], nl.arange(17)[None, :]
+        strided = nl.load(x[ip, 2 * jf])
+        nl.store(out[ip, jf], value=nisa.tensor_tensor(nl.sqrt(nl.load(v[0:32])), strided, op=op))
+        nl.store(out2, nisa.tensor_tensor(nl.load(y), nl.load(x[0:32, 0:32]), op=op))   # vector path
+        return out, out2
+
+    x = np.random.default_rng(0).standard_normal((32, 34)).astype(F32)
+    nans = np.array([0x7F800001, 0x7FA00000, 0xFFA00001, 0xFFC00000], np.uint32).view(F32)
+    x[2, 32], x[4, 6], x[7, 0], x[9, 10] = nans
+    x[11, :4] = [0.0, -0.0, 0.0, -0.0]
+    y = np.random.default_rng(1).standard_normal((32, 32)).astype(F32)
+    y[11, :4] = [-0.0, 0.0, 0.0, -0.0]
+    y[3, 5] = nans[0]
+    v = np.arange(-16, 16, dtype=np.int32)
+    assert_backends_agree(mm, x, v, y)
+    got, got2 = mm(x, v, y, mode="jit")
+    assert np.isnan(got[2, 16]) and np.isnan(got[4, 3]) and np.isnan(got2[3, 5])

@@ -12,7 +12,7 @@ from ...lang import dtypes as D
 from ...numerics import alu
 from .. import ir
 from ..affine import Affine, axis_var
-from .irbuilder import f32
+from .irbuilder import f32, f32_bits
 
 LANES = alu.REDUCE_LANES
 
@@ -69,9 +69,20 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
     if op in _FARITH:
         return B.op(f"{_FARITH[op]} {F} {a}, {b_}")
     if op in ("maximum", "minimum"):
-        fn = f"llvm.{op}.{em.sfx('float')}"
-        em.declare(f"declare {F} @{fn}({F}, {F})")
-        return B.op(f"call {F} @{fn}({F} {a}, {F} {b_})")
+        # numerics/alu.py's _max/_min spelled out with compares and selects: +0 beats -0, a NaN
+        # operand gives the canonical NaN. Not llvm.maximum/minimum: after optimisation its x86
+        # lowering let a signalling-NaN operand through as the other value (tests/test_jit_regressions.py).
+        I = em.vt("i32")
+        first, second = ("ogt", "olt") if op == "maximum" else ("olt", "ogt")
+        pick_a = B.op(f"fcmp {first} {F} {a}, {b_}")
+        pick_b = B.op(f"fcmp {second} {F} {a}, {b_}")
+        neg_a = B.op(f"icmp slt {I} {B.op(f'bitcast {F} {a} to {I}')}, {em.splat('0', 'i32')}")
+        tie = (B.op(f"select {F1} {neg_a}, {F} {b_}, {F} {a}") if op == "maximum"
+               else B.op(f"select {F1} {neg_a}, {F} {a}, {F} {b_}"))       # equal: only +-0 differ
+        r = B.op(f"select {F1} {pick_b}, {F} {b_}, {F} {tie}")
+        r = B.op(f"select {F1} {pick_a}, {F} {a}, {F} {r}")
+        nan = B.op(f"fcmp uno {F} {a}, {b_}")
+        return B.op(f"select {F1} {nan}, {F} {em.splat(f32_bits(0x7FC00000), 'float')}, {F} {r}")
     if op in _FCMP:
         c = B.op(f"fcmp {_FCMP[op]} {F} {a}, {b_}")
         return B.op(f"uitofp {F1} {c} to {F}")

@@ -213,3 +213,115 @@ def test_ctrl_c_stops_a_long_single_program(monkeypatch, threads):
     assert not np.allclose(out[-1], row, rtol=1e-5)            # and stopped before the last iteration
     y = np.ascontiguousarray(x[:, :512])
     assert np.array_equal(spmd_add[1, 1](y, y), 2 * y)        # the runtime is still usable
+
+
+# ---------------------------------------------------------------- parallel regions (nested affine loops)
+
+@nki.jit
+def steps_of_tiles(x, w):
+    """An affine loop (the programs), then a sequential loop whose body holds an affine loop over row
+    tiles (a region, in the epilogue): each step rewrites out from the previous step's out (read
+    through the same access) with a weight loaded in the prologue."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    wt = nl.load(w)
+    for i in nl.affine_range(x.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(x[i * 128:(i + 1) * 128, :]))
+    for s in nl.sequential_range(3):
+        for i in nl.affine_range(x.shape[0] // 128):
+            t = nl.load(out[i * 128:(i + 1) * 128, :])
+            nl.store(out[i * 128:(i + 1) * 128, :], nl.add(nl.multiply(nl.tanh(t), wt), 0.25))
+    return out
+
+
+@pytest.fixture
+def small_regions(monkeypatch):
+    """Make every independent nested affine loop a region, whatever its size."""
+    from nki_lite.lower import parallel
+    from nki_lite.runtime import jit
+    monkeypatch.setattr(parallel, "REGION_MIN_ELEMENTS", 1)
+    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "0")
+    jit.CACHE.clear()
+    yield
+    jit.CACHE.clear()
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3", "8"])
+def test_nested_affine_loop_runs_as_a_parallel_region(monkeypatch, small_regions, threads):
+    from nki_lite.lower.parallel import regions
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((128 * 5, 72)).astype(np.float32)
+    w = rng.standard_normal((128, 72)).astype(np.float32)
+    assert programs_independent(steps_of_tiles.trace(x, w))              # the copy loop: programs
+    assert len(regions(steps_of_tiles.trace(x, w))) == 1                 # the loop inside the sequential one
+    ref = steps_of_tiles(x, w, mode="interpret")
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    ck = steps_of_tiles._compiled(steps_of_tiles.trace(x, w))
+    assert ck.gen.region_trips == (5,)
+    assert np.array_equal(steps_of_tiles(x, w).view(np.uint32), ref.view(np.uint32))
+
+
+def test_region_tiles_read_after_the_loop_keep_it_serial(small_regions):
+    from nki_lite.lower.parallel import regions
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+        for s in nl.sequential_range(2):
+            for i in nl.affine_range(x.shape[0] // 128):
+                t = nl.exp(nl.load(x[i * 128:(i + 1) * 128, :]))
+            nl.store(out, t)                                  # the last iteration's tile
+        return out
+    x = np.random.default_rng(16).standard_normal((128 * 3, 32)).astype(np.float32)
+    assert regions(k.trace(x)) == []
+    assert np.array_equal(k(x).view(np.uint32), k(x, mode="interpret").view(np.uint32))
+
+
+def test_error_in_a_region_names_its_line_and_loop_values(monkeypatch, small_regions):
+    """An out-of-bounds access only the runtime sees (IR run without the verifier), in iteration
+    i = 3 of a region inside a sequential loop, reported like any other."""
+    from nki_lite.lang.trace import trace
+    from nki_lite.lower.passes import run_default
+    from nki_lite.runtime.jit import CompiledKernel
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((4 * 128, 8), x.dtype, buffer=nl.shared_hbm)
+        for s in nl.sequential_range(2):
+            for i in nl.affine_range(4):
+                t = nl.load(x[i * 128 + i * 20 + nl.arange(128)[:, None], nl.arange(8)[None, :]])  # MARK-REGION-OOB
+                nl.store(out[i * 128 + nl.arange(128)[:, None], nl.arange(8)[None, :]], t)
+        return out
+
+    x = np.zeros((4 * 128 + 50, 8), np.float32)
+    kern = run_default(trace(k.fn, k.bind((x,), {}), (), "trn2"))
+    ck = CompiledKernel(kern, debug=False)
+    assert ck.gen.region_trips == (4,)
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
+    with pytest.raises(errors.IndexOutOfBoundsError) as ei:
+        ck.launch({"x": x})
+    assert f":{line_of(__file__, 'MARK-REGION-OOB')}:" in str(ei.value)
+    assert "i0=3" in str(ei.value) or "i1=3" in str(ei.value)
+
+
+def test_region_kernel_from_the_disk_cache(monkeypatch, small_regions, tmp_path):
+    """A kernel with a parallel region, loaded by a 'new process' from the disk cache: the entry
+    carries the region table, so the loaded code dispatches it too."""
+    from nki_lite.runtime import diskcache, jit
+    monkeypatch.setenv("NKI_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "1")
+    monkeypatch.setattr(diskcache, "_START", float("inf"))          # sources edited meanwhile: still cache
+    monkeypatch.setattr(diskcache, "_SOURCES_CHANGED", None)
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((128 * 4, 40)).astype(np.float32)
+    w = rng.standard_normal((128, 40)).astype(np.float32)
+    ref = steps_of_tiles(x, w, mode="interpret")
+    first = nki.jit(steps_of_tiles.fn)
+    assert np.array_equal(first(x, w).view(np.uint32), ref.view(np.uint32))
+    assert first.cache_info()["compiles"] == 1
+    jit.CACHE.clear()
+    second = nki.jit(steps_of_tiles.fn)
+    assert np.array_equal(second(x, w).view(np.uint32), ref.view(np.uint32))
+    info = second.cache_info()
+    assert info["compiles"] == 0 and info["disk_hits"] == 1
+    assert second._compiled(second.trace(x, w)).gen.region_trips == (4,)

@@ -68,12 +68,19 @@ def programs_independent(kernel: ir.Kernel) -> bool:
     if not pvars or all(n <= 1 for n in extents):
         return False
     bufs = kernel.buffer_map
-    root = lambda name: bufs[name].base or name          # noqa: E731
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
         return False
     if any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
         return False
-    private = private_buffers(kernel)
+    return _iterations_independent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
+
+
+def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: dict, after) -> bool:
+    """The programs (values of `pvars` over `extents`) of `body` are independent (module contract);
+    `fixed` names enclosing loop variables that keep one value while they run; `after` is what runs
+    after them and must not read a private buffer."""
+    bufs = kernel.buffer_map
+    root = lambda name: bufs[name].base or name          # noqa: E731
     writes: dict[str, set] = {}
     for instr, loops in ir.walk(body):
         if instr.op == "alloc":
@@ -87,6 +94,7 @@ def programs_independent(kernel: ir.Kernel) -> bool:
             if b.base is not None:
                 return False
             ext = dict(zip(pvars, extents))
+            ext.update(fixed)
             ext.update({lp.var: lp.trip for lp in loops})
             ext.update({axis_var(a): n for a, n in enumerate(acc.shape)})
             for pid, n in zip(pvars, extents):
@@ -103,7 +111,63 @@ def programs_independent(kernel: ir.Kernel) -> bool:
                 r = root(acc.buffer)
                 if r in writes and acc not in writes[r]:
                     return False
-    for instr, _ in ir.walk(epilogue):
+    for instr, _ in ir.walk(after):
         if any(isinstance(o, ir.Access) and root(o.buffer) in private for o in instr.ins):
             return False
     return True
+
+
+REGION_MIN_ELEMENTS = 1 << 18     # element-steps per run of a loop worth a dispatch (~50 us of Python)
+REGION_MAX_DEPTH = 8              # enclosing loop variables passed to a region (abi.STATUS_REGION_ENV)
+
+
+def _work(nodes) -> int:
+    total = 0
+    for instr, loops in ir.walk(nodes):
+        if instr.op == "alloc" or not instr.outs:
+            continue
+        n = 1
+        for d in instr.out.shape:
+            n *= d
+        if instr.op == "nc_matmul" and isinstance(instr.ins[0], ir.Access):
+            n *= instr.ins[0].shape[0]
+        for lp in loops:
+            n *= lp.trip
+        total += n
+    return total
+
+
+def regions(kernel: ir.Kernel) -> list[ir.Loop]:
+    """Affine loops *inside* a kernel that the JIT may run on threads (the outermost ones): an
+    `affine_range` loop nested in other loops, or outside the programs, whose iterations are
+    independent for each value of the enclosing loops (the module contract, with the tiles allocated
+    inside the loop private to each thread and never read elsewhere), with enough work per run to pay
+    for the dispatch; none inside programs that already run in parallel, none with device_print."""
+    if any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+        return []
+    _, _, body, prologue, epilogue = program_space(kernel)
+    # the programs' own loops stay inside them when the programs already run on threads
+    scope = tuple(prologue) + tuple(epilogue) if programs_independent(kernel) else kernel.body
+    bufs = kernel.buffer_map
+    if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
+        return []
+    found: list[ir.Loop] = []
+
+    def visit(nodes, enclosing: tuple) -> None:
+        for n in nodes:
+            if not isinstance(n, ir.Loop):
+                continue
+            if (n.kind == "affine" and n.trip > 1 and len(enclosing) <= REGION_MAX_DEPTH
+                    and _work([n]) >= REGION_MIN_ELEMENTS):
+                private = {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(n.body) if i.op == "alloc"}
+                inside = {id(i) for i, _ in ir.walk(n.body)}
+                # everything else runs before or after the loop, in this or another enclosing iteration
+                others = tuple(i for i, _ in ir.walk(kernel.body) if id(i) not in inside)
+                fixed = {lp.var: 1 for lp in enclosing}
+                if _iterations_independent(kernel, (n.var,), (n.trip,), n.body, private, fixed, others):
+                    found.append(n)
+                    continue
+            visit(n.body, enclosing + (n,))
+
+    visit(scope, ())
+    return found

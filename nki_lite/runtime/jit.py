@@ -36,13 +36,20 @@ from ..lower import ir
 from ..lower.llvm import target as T
 from ..lower.llvm.abi import STATUS_PROG_HI as _PROG_HI
 from ..lower.llvm.abi import STATUS_PROG_LO as _PROG_LO
+from ..lower.llvm.abi import STATUS_LOOP_WORDS, STATUS_LOOPS
+from ..lower.llvm.abi import STATUS_DISPATCH as _DISPATCH
 from ..lower.llvm.abi import STATUS_PHASES as _PHASES
+from ..lower.llvm.abi import STATUS_REGION_ARENA as _RARENA
+from ..lower.llvm.abi import STATUS_REGION_ARGS as _RARGS
+from ..lower.llvm.abi import STATUS_REGION_ENV as _RENV
 from ..lower.llvm.abi import STATUS_PRIVATE_ARENA as _PARENA
 from ..lower.llvm.abi import STATUS_STOP as _STOP
 from . import diskcache as DC
 from .interpreter import fill_uninit
 
 _PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
+_DISPATCH_CB = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)
+_ERROR_WORDS = STATUS_LOOPS + STATUS_LOOP_WORDS          # what a failing region chunk reports
 _DATA_OFFSET: int | None = None
 
 
@@ -82,6 +89,7 @@ class LoadedGen:
     sites: tuple[ir.Instr, ...]
     loop_names: tuple[tuple[str, ...], ...]
     needs_print: bool = False
+    region_trips: tuple[int, ...] = ()
     text: str = ""                      # not stored: CompiledKernel.module.llvm_ir regenerates on demand
 
 
@@ -112,7 +120,15 @@ def _pool():
     with _POOL_LOCK:
         if _POOL is None:
             from concurrent.futures import ThreadPoolExecutor
-            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="nki_lite")
+            n = max(2, os.cpu_count() or 1)
+            pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nki_lite")
+            # start every thread now: the executor creates threads lazily and counts a busy one as
+            # idle after its first task, so work submitted from inside a running task (a parallel
+            # region's helpers, dispatched by a kernel already on the pool) could find no thread
+            everyone = threading.Barrier(n)
+            for f in [pool.submit(everyone.wait) for _ in range(n)]:
+                f.result()
+            _POOL = pool
         return _POOL
 
 
@@ -149,7 +165,7 @@ class CompiledKernel:
         instrs = [i for i, _ in ir.walk(kernel.body)]
         self.gen = LoadedGen(tuple(meta["arg_buffers"]), int(meta["arena_bytes"]),
                              tuple(instrs[k] for k in meta["sites"]), tuple(tuple(n) for n in meta["loop_names"]),
-                             bool(meta["needs_print"]))
+                             bool(meta["needs_print"]), tuple(meta["region_trips"]))
         self.module = T.load_object(obj, f"nkl_{kernel.name}", opt, source=lambda: _source_text(kernel, debug)[1])
         self._finish(bool(meta["trampoline"]), int(meta["status_words"]), int(meta["status_loops"]), from_disk=True)
         return self
@@ -176,6 +192,10 @@ class CompiledKernel:
         self.consts = {name: np.ascontiguousarray(data.array) for name, data in kernel.consts}
         self._print_cb = _PRINT_CB(self._on_print) if self.gen.needs_print else None
         self._print_ptr = ctypes.cast(self._print_cb, ctypes.c_void_p).value if self._print_cb else None
+        self._regions = [proto(self.module.address(f"nkl_region_{k}")) if trip else None
+                         for k, trip in enumerate(self.gen.region_trips)]
+        self._dispatch_cb = _DISPATCH_CB(self._dispatch) if any(self._regions) else None
+        self._dispatch_ptr = ctypes.cast(self._dispatch_cb, ctypes.c_void_p).value if self._dispatch_cb else 0
 
     # ---- per-thread scratch
     def _scratch(self):
@@ -240,6 +260,7 @@ class CompiledKernel:
         own_arena, status_ptr = loc.ptrs
         st = loc.status
         st[_PROG_LO], st[_PROG_HI], st[_STOP], st[_PHASES] = lo, hi, stop_addr, phases
+        st[_DISPATCH] = self._dispatch_ptr if phases != 2 else 0   # not from a worker running programs
         if shared is None:
             arena_ptr, st[_PARENA] = own_arena, 0
         else:
@@ -280,8 +301,72 @@ class CompiledKernel:
 
     def _checked(self, result) -> None:
         rc, st = result
+        if rc == 2:
+            raise KeyboardInterrupt                      # a region's dispatcher saw Ctrl-C
         if rc:
             raise self._error(st.copy())
+
+    # ---- parallel regions (lower/parallel.py `regions`, abi.py)
+    def _region_scratch(self):
+        """A second per-thread status + arena: a thread running region chunks may be the one whose
+        `_scratch` is in use by the suspended kernel call that dispatched them."""
+        loc = self._local
+        if getattr(loc, "rarena", None) is None:
+            loc.rarena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
+            loc.rstatus = np.zeros(self.status_words, dtype=np.int64)
+        return loc.rarena, loc.rstatus
+
+    def _dispatch(self, region: int, status_addr: int) -> int:
+        """Called by the native kernel at region `region`: run its iterations in chunks on the calling
+        thread and pool helpers (chunks are claimed, so a queued helper that never starts is simply
+        cancelled: no thread ever waits for unstarted work). Returns 0, 1 (the first failing chunk's
+        error copied into the caller's status) or 2 (stopped: another error or Ctrl-C)."""
+        try:
+            main = np.ctypeslib.as_array((ctypes.c_int64 * self.status_words).from_address(status_addr))
+            trip, fn = self.gen.region_trips[region], self._regions[region]
+            env = main[_RENV:_RENV + 8].copy()
+            args, shared, stop_addr = int(main[_RARGS]), int(main[_RARENA]), int(main[_STOP])
+            stop = None
+            if stop_addr == 0:
+                stop = np.zeros(1, dtype=np.int64)
+                stop_addr = stop.ctypes.data
+            flag = np.ctypeslib.as_array((ctypes.c_int64 * 1).from_address(stop_addr))
+            nchunks = max(1, min(trip, _num_threads()))
+            bounds = [(trip * t // nchunks, trip * (t + 1) // nchunks) for t in range(nchunks)]
+            results: list = [None] * nchunks
+            claim = iter(range(nchunks))
+            lock = threading.Lock()
+
+            def participant():
+                while True:
+                    with lock:
+                        t = next(claim, None)
+                    if t is None:
+                        return
+                    arena, st = self._region_scratch()
+                    st[_PROG_LO], st[_PROG_HI] = bounds[t]
+                    st[_STOP], st[_PARENA], st[_DISPATCH] = stop_addr, arena.ctypes.data, 0
+                    st[_RENV:_RENV + 8] = env
+                    rc = fn(args, shared, st.ctypes.data, None)
+                    if rc:
+                        if rc == 1:
+                            flag[0] = 1
+                        results[t] = (rc, st.copy())
+            helpers = [_pool().submit(participant) for _ in range(nchunks - 1)]
+            try:
+                participant()
+            except KeyboardInterrupt:                    # Ctrl-C between chunks: stop the helpers
+                flag[0] = 1
+            for h in helpers:
+                if not h.cancel():
+                    h.result()
+            failed = [r for r in results if r is not None and r[0] == 1]
+            if failed:
+                main[:_ERROR_WORDS] = failed[0][1][:_ERROR_WORDS]
+                return 1
+            return 2 if any(r is not None for r in results) or flag[0] else 0
+        except BaseException:                            # never let an exception cross the C boundary
+            return 2
 
     def _call_parallel(self, args, threads: int) -> None:
         """Prologue on this thread; contiguous chunks of programs on the pool, each thread with its
@@ -372,6 +457,7 @@ class CompiledKernel:
             sites.append(k)
         return {"kernel": self.kernel.name, "n_instrs": len(instrs), "arg_buffers": list(self.gen.arg_buffers),
                 "arena_bytes": int(self.gen.arena_bytes), "needs_print": bool(self.gen.needs_print),
+                "region_trips": [int(t) for t in self.gen.region_trips],
                 "sites": sites, "loop_names": [list(n) for n in self.gen.loop_names],
                 "trampoline": self._call_py is not None, "status_words": self.status_words,
                 "status_loops": self.status_loops, "opt": self.opt, "debug": bool(self.debug),
@@ -402,6 +488,9 @@ def entry_problem(meta: dict, kernel: ir.Kernel, debug: bool, opt: int) -> str |
             return "bad status layout"
         if not isinstance(meta["needs_print"], bool) or not isinstance(meta["trampoline"], bool):
             return "bad flags"
+        trips = meta["region_trips"]
+        if not isinstance(trips, list) or not all(type(t) is int and 0 <= t < 1 << 40 for t in trips):
+            return "bad parallel regions"
         if meta["trampoline"] != (_array_data_offset() is not None):
             return "trampoline does not match this process"
     except (KeyError, TypeError):

@@ -29,8 +29,9 @@ from ..ops import OPS
 from . import convert as CV
 from .irbuilder import FnBuilder, f32, f32_bits
 
-from .abi import (STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES, STATUS_PRIVATE_ARENA,  # noqa: E402,F401
-                  STATUS_PROG_HI, STATUS_PROG_LO, STATUS_STOP, STATUS_WORDS)
+from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
+                  STATUS_PRIVATE_ARENA, STATUS_PROG_HI, STATUS_PROG_LO, STATUS_REGION_ARENA, STATUS_REGION_ARGS,
+                  STATUS_REGION_ENV, STATUS_STOP, STATUS_WORDS)
 ERR_BOUNDS = 1
 CANON_NAN = 0x7FC00000
 
@@ -43,6 +44,7 @@ class Generated:
     sites: tuple[ir.Instr, ...]
     loop_names: tuple[tuple[str, ...], ...]     # per site: names of the env values stored on error
     needs_print: bool = False
+    region_trips: tuple[int, ...] = ()           # per parallel region k (@nkl_region_<k>): its trip count
 
 
 @dataclass
@@ -78,6 +80,11 @@ class Emitter:
         self.allocas: list[str] = []
         self.origin: dict = {}
         self.stop_ptr = self.has_stop = "false"          # set in generate()
+        self.dispatch_word = "0"
+        self.regions: dict = {}                          # id(loop) -> parallel region index
+        self.region_names: dict = {}                     # region index -> enclosing loop names
+        self.in_region = False
+        self.x86 = platform.machine().lower() in ("x86_64", "amd64")
         self.row_value: str | None = None
         self.row: str | None = None  # row-major bodies: the current partition (axis 0) of every instruction
         self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
@@ -388,20 +395,58 @@ class Emitter:
                 emit_run(self, n, ctx, self.reads)
                 continue
             if isinstance(n, ir.Loop):
-                with self.b.loop(n.trip, "l") as i:
-                    self.stop_check()
-                    inner = _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var])
-                    self.run_nodes(n.body, inner)
+                if id(n) in self.regions and not self.in_region:
+                    self.dispatch_region(n, ctx)
+                    continue
+                self.serial_loop(n, ctx)
             else:
                 rule = OPS[n.op].rules.get("llvm")
                 if rule is None:
                     raise NotImplementedError(f"no llvm rule for op {n.op}")
                 rule(self, n, ctx)
 
-    def generate(self) -> Generated:
+    def serial_loop(self, n: ir.Loop, ctx: _Ctx) -> None:
+        with self.b.loop(n.trip, "l") as i:
+            self.stop_check()
+            self.run_nodes(n.body, _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var]))
+
+    def dispatch_region(self, n: ir.Loop, ctx: _Ctx) -> None:
+        """A parallel region (lower/parallel.py `regions`): hand the loop to the runtime's dispatcher,
+        which runs @nkl_region_<k> on threads; without a dispatcher (a worker's call) run it here."""
         b = self.b
-        x86 = platform.machine().lower() in ("x86_64", "amd64")
-        if x86:
+        k = self.regions[id(n)]
+        self.region_names[k] = list(ctx.names)
+        has = b.op(f"icmp ne i64 {self.dispatch_word}, 0")
+        then, other, done = b.new_label("rg"), b.new_label("rs"), b.new_label("rd")
+        b.cond_br(has, then, other)
+        b.block(then)
+        for j, name in enumerate(ctx.names):
+            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_REGION_ENV + j}")
+            b.emit(f"store i64 {ctx.env[name]}, ptr {q}, align 8")
+        for word, ptr in ((STATUS_REGION_ARGS, "%args"), (STATUS_REGION_ARENA, "%arena")):
+            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {word}")
+            b.emit(f"store i64 {b.op(f'ptrtoint ptr {ptr} to i64')}, ptr {q}, align 8")
+        fn = b.op(f"inttoptr i64 {self.dispatch_word} to ptr")
+        rc = b.op(f"call i32 {fn}(i64 {k}, ptr %status)")
+        with b.if_(b.op(f"icmp eq i32 {rc}, 1"), "rgf"):
+            b.br("fail_exit")
+            b.block(b.new_label("dead"))
+        with b.if_(b.op(f"icmp eq i32 {rc}, 2"), "rgs"):
+            b.br("stop_exit")
+            b.block(b.new_label("dead"))
+        b.br(done)
+        b.block(other)
+        self.serial_loop(n, ctx)
+        b.br(done)
+        b.block(done)
+
+    def _begin_function(self, private: set) -> dict:
+        """Fresh per-function state and the entry code every function shares: MXCSR pinned, the
+        status words read, buffer pointers (private buffers in the thread's own arena)."""
+        self.b = b = FnBuilder()
+        self.ptrs, self.allocas = {}, []
+        self.row = self.row_value = None
+        if self.x86:
             self.declare("declare void @llvm.x86.sse.stmxcsr(ptr)")
             self.declare("declare void @llvm.x86.sse.ldmxcsr(ptr)")
             b.emit("%mxcsr.saved = alloca i32, align 4")
@@ -409,15 +454,9 @@ class Emitter:
             b.emit("call void @llvm.x86.sse.stmxcsr(ptr %mxcsr.saved)")
             b.emit("store i32 8064, ptr %mxcsr.new, align 4")       # 0x1F80: masked, RNE, no FTZ/DAZ
             b.emit("call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.new)")
-        from ..parallel import private_buffers, program_space
-        pvars, extents, pbody, prologue, epilogue = program_space(self.k)
-        # phases (lower/parallel.py): prologue; programs [lo, hi) in row-major linear order — SPMD
-        # instances, or the iterations of the kernel's last top-level affine_range loop (the runtime
-        # may split the range over threads); epilogue. A set stop flag (another thread failed, or
-        # Ctrl-C) ends the run at the next program or loop iteration.
         words = {}
         for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP),
-                        ("phases", STATUS_PHASES), ("parena", STATUS_PRIVATE_ARENA)):
+                        ("phases", STATUS_PHASES), ("parena", STATUS_PRIVATE_ARENA), ("dispatch", STATUS_DISPATCH)):
             q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
             words[name] = b.op(f"load i64, ptr {q}, align 8")
         own = b.op(f"icmp ne i64 {words['parena']}, 0")
@@ -426,13 +465,62 @@ class Emitter:
         for k, name in enumerate(self.arg_buffers):
             p = b.op(f"getelementptr inbounds ptr, ptr %args, i64 {k}")
             self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
-        private = private_buffers(self.k)
         for name, off in self.offsets.items():
             base = "%parena" if name in private else "%arena"
             self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr {base}, i64 {off}", "buf")
         self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
         self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
+        self.dispatch_word = words["dispatch"]
+        return words
 
+    def _end_function(self, name: str, args_noalias: bool) -> str:
+        b = self.b
+        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.x86 else ""
+        body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
+        na = "noalias " if args_noalias else ""
+        text = [f"define i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, ptr %print_cb) {{",
+                body,
+                restore + "  ret i32 0",
+                "fail_exit:",
+                restore + "  ret i32 1",
+                "stop_exit:",
+                restore + "  ret i32 2",
+                "}", ""]
+        return "\n".join(text)
+
+    def _region_function(self, k: int, loop: ir.Loop) -> str:
+        """@nkl_region_<k>: iterations [lo, hi) of the region loop, enclosing loop values from the
+        status words, the loop's own tiles in this thread's arena, everything else in the caller's."""
+        private = {self.root(i.out.buffer) for i, _ in ir.walk(loop.body) if i.op == "alloc"}
+        words = self._begin_function(private)
+        b = self.b
+        names = self.region_names[k]
+        env = {}
+        for j, name in enumerate(names):
+            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_REGION_ENV + j}")
+            env[name] = b.op(f"load i64, ptr {q}, align 8")
+        count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
+        self.in_region = True
+        try:
+            with b.loop(count, "rl") as i:
+                self.stop_check()
+                idx = b.op(f"add nsw i64 {i}, {words['lo']}")
+                self.run_nodes(loop.body, _Ctx({**env, loop.var: idx}, names + [loop.var]))
+        finally:
+            self.in_region = False
+        return self._end_function(f"nkl_region_{k}", args_noalias=False)
+
+    def generate(self) -> Generated:
+        from ..parallel import private_buffers, program_space, regions
+        region_loops = regions(self.k)
+        self.regions = {id(lp): k for k, lp in enumerate(region_loops)}
+        pvars, extents, pbody, prologue, epilogue = program_space(self.k)
+        words = self._begin_function(private_buffers(self.k))
+        b = self.b
+        # phases (lower/parallel.py): prologue; programs [lo, hi) in row-major linear order — SPMD
+        # instances, or the iterations of the kernel's last top-level affine_range loop (the runtime
+        # may split the range over threads); epilogue. A set stop flag (another thread failed, or
+        # Ctrl-C) ends the run at the next program or loop iteration.
         phases = words["phases"]
 
         def phase(bit: int):
@@ -452,21 +540,18 @@ class Emitter:
             self.run_nodes(pbody, _Ctx(env, list(pvars)))
         with phase(4):
             self.run_nodes(epilogue, _Ctx({}, []))
-        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if x86 else ""
-        body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
-        text = ["; nki_lite kernel " + self.k.name,
-                "define i32 @nkl_kernel(ptr noalias %args, ptr noalias %arena, ptr noalias %status, ptr %print_cb) {",
-                body,
-                restore + "  ret i32 0",
-                "fail_exit:",
-                restore + "  ret i32 1",
-                "stop_exit:",
-                restore + "  ret i32 2",
-                "}", ""]
+        text = ["; nki_lite kernel " + self.k.name, self._end_function("nkl_kernel", args_noalias=True)]
+        trips = []
+        for k, loop in enumerate(region_loops):
+            if k not in self.region_names:         # not reached by the code generator: never dispatched
+                trips.append(0)
+                continue
+            text.append(self._region_function(k, loop))
+            trips.append(loop.trip)
         text += sorted(self.declares)
         text += list(self.functions.values())
         return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),
-                         tuple(self.site_names), self.needs_print)
+                         tuple(self.site_names), self.needs_print, tuple(trips))
 
 
 def _align(n: int, a: int = 64) -> int:

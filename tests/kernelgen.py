@@ -344,18 +344,23 @@ def _blk(parts: list[tuple[str, int]]) -> str:
 
 
 @st.composite
-def kernels(draw, *, init_full: bool = False, max_ops: int = 6, shrinkable: bool | None = None):
+def kernels(draw, *, init_full: bool = False, max_ops: int = 6, shrinkable: bool | None = None,
+            nested_affine: bool = False):
     """A `Case`: a freshly written kernel that traces and verifies, with its arguments.
 
     Every choice is either its own hypothesis draw (`shrinkable=True`: hypothesis can shrink a failure
     to a minimal kernel, but its generation mutates earlier examples, so consecutive cases are often
     near-duplicates) or comes from a numpy RNG seeded by one hypothesis draw (the default: each case is
-    independent, which finds far more in a fixed budget). The default follows NKI_LITE_SHRINK=1."""
+    independent, which finds far more in a fixed budget). The default follows NKI_LITE_SHRINK=1.
+
+    `nested_affine=True` always writes a sequential row loop around an affine column loop (the shape
+    of the JIT's parallel regions, lower/parallel.py `regions`)."""
     if shrinkable is None:
         import os
         shrinkable = os.environ.get("NKI_LITE_SHRINK") == "1"
     rng = None if shrinkable else np.random.default_rng(draw(st.integers(0, 2 ** 63 - 1)))
     b = _Builder(draw, init_full, max_ops, rng)
+    b.nested_affine = nested_affine
     src, fn_name = _write_kernel(b)
     grid = b.grid
     seed = b.integer(0, 2 ** 32 - 1)
@@ -395,10 +400,10 @@ def kernels(draw, *, init_full: bool = False, max_ops: int = 6, shrinkable: bool
 # ----------------------------------------------------------------------------------------- the frame
 
 def _write_kernel(b: _Builder):
-    structure = b.pick(["flat", "rows", "rows_cols", "rows_acc", "acc", "cols"])
+    structure = "rows_cols" if b.nested_affine else b.pick(["flat", "rows", "rows_cols", "rows_acc", "acc", "cols"])
     b.structure = structure
     # ---- grid
-    gkind = b.pick(["none", "none", "1d", "2d"])
+    gkind = "none" if b.nested_affine else b.pick(["none", "none", "1d", "2d"])
     g0 = b.integer(1, 3) if gkind != "none" else 1
     g1 = b.integer(1, 2) if gkind == "2d" else 1
     b.grid = () if gkind == "none" else ((g0,) if gkind == "1d" else (g0, g1))
@@ -410,14 +415,19 @@ def _write_kernel(b: _Builder):
     if P * F * max(1, g0 * g1) > 60000:
         F = max(1, 60000 // (P * g0 * g1))
     T = b.integer(1, 3) if structure in ("rows", "rows_cols", "rows_acc") else 1
-    J = b.integer(1, 3) if structure in ("rows_cols", "cols") else 1
+    J = b.integer(2 if b.nested_affine else 1, 3) if structure in ("rows_cols", "cols") else 1
     S = b.integer(1, 3) if structure in ("rows_acc", "acc") else 0
     if P * F * T * J * max(1, S) * g0 * g1 > 150000:
-        T = J = 1
+        T = 1
+        J = 2 if b.nested_affine else 1
         S = min(S, 1)
+        if b.nested_affine:
+            F = min(F, 150000 // (2 * P))
     kinds = ["affine_range", "sequential_range", "static_range"]
     row_kind = b.pick(kinds) if structure in ("rows", "rows_cols", "rows_acc") else None
     col_kind = b.pick(kinds) if structure in ("rows_cols", "cols") else None
+    if b.nested_affine:
+        row_kind, col_kind = "sequential_range", "affine_range"
     acc_kind = b.pick(kinds) if S else None
     for k in (row_kind, col_kind, acc_kind):
         if k:

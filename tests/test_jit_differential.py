@@ -118,11 +118,11 @@ def gen_settings(n: int):
                     phases=_PHASES, suppress_health_check=list(HealthCheck))
 
 
-def _run_generated(n: int, init_full: bool = False) -> None:
+def _run_generated(n: int, init_full: bool = False, nested_affine: bool = False) -> None:
     KG.STATS.reset()
 
     @gen_settings(n)
-    @given(case=KG.kernels(init_full=init_full))
+    @given(case=KG.kernels(init_full=init_full, nested_affine=nested_affine))
     def prop(case):
         run_both(case.kernel, case.args, context=repr(case))
 
@@ -140,6 +140,21 @@ def test_generated_kernels_bitwise_opt0():
 def test_generated_kernels_bitwise_opt2(monkeypatch):
     monkeypatch.setenv("NKI_LITE_JIT_OPT", "2")
     _run_generated(40)
+
+
+def test_generated_kernels_with_every_region_dispatched(monkeypatch):
+    """Kernels with an affine loop inside a sequential one; every independent nested affine loop
+    becomes a parallel region (lower/parallel.py `regions`, normally only loops with enough work),
+    run on 3 threads."""
+    from nki_lite.lower import parallel
+    from nki_lite.runtime import jit
+    monkeypatch.setattr(parallel, "REGION_MIN_ELEMENTS", 1)
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "3")
+    jit.CACHE.clear()
+    try:
+        _run_generated(60, nested_affine=True)
+    finally:
+        jit.CACHE.clear()
 
 
 def test_generated_kernels_without_debug_fill(monkeypatch):

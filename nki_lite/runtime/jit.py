@@ -260,7 +260,8 @@ class CompiledKernel:
         own_arena, status_ptr = loc.ptrs
         st = loc.status
         st[_PROG_LO], st[_PROG_HI], st[_STOP], st[_PHASES] = lo, hi, stop_addr, phases
-        st[_DISPATCH] = self._dispatch_ptr if phases != 2 else 0   # not from a worker running programs
+        # regions: not from a worker running programs, and not worth a dispatch on one thread
+        st[_DISPATCH] = self._dispatch_ptr if phases != 2 and _num_threads() > 1 else 0
         if shared is None:
             arena_ptr, st[_PARENA] = own_arena, 0
         else:

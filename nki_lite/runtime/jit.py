@@ -105,9 +105,12 @@ def _source_text(kernel: ir.Kernel, debug: bool):
 LONG_RUNNING_ELEMENTS = 1 << 24     # ~10 ms of simple elementwise work on one core
 
 
+_CPUS = os.cpu_count() or 1       # os.cpu_count() costs microseconds: read once
+
+
 def _num_threads() -> int:
     n = config.get("NKI_LITE_NUM_THREADS")
-    return n if n > 0 else (os.cpu_count() or 1)
+    return n if n > 0 else _CPUS
 
 
 _POOL = None
@@ -120,7 +123,7 @@ def _pool():
     with _POOL_LOCK:
         if _POOL is None:
             from concurrent.futures import ThreadPoolExecutor
-            n = max(2, os.cpu_count() or 1)
+            n = max(2, _CPUS)
             pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="nki_lite")
             # start every thread now: the executor creates threads lazily and counts a busy one as
             # idle after its first task, so work submitted from inside a running task (a parallel
@@ -261,7 +264,7 @@ class CompiledKernel:
         st = loc.status
         st[_PROG_LO], st[_PROG_HI], st[_STOP], st[_PHASES] = lo, hi, stop_addr, phases
         # regions: not from a worker running programs, and not worth a dispatch on one thread
-        st[_DISPATCH] = self._dispatch_ptr if phases != 2 and _num_threads() > 1 else 0
+        st[_DISPATCH] = self._dispatch_ptr if self._dispatch_ptr and phases != 2 and _num_threads() > 1 else 0
         if shared is None:
             arena_ptr, st[_PARENA] = own_arena, 0
         else:

@@ -165,12 +165,13 @@ def test_forwarded_load_still_fails_at_its_line():
 _LDEXP_USERS = ("exp", "tanh", "sigmoid", "silu", "softplus", "mish", "gelu_apprx_tanh", "gelu", "erf")
 
 
-def _math_kernel_pair(name):
-    """Two compiled 16-wide versions of one fp32math function: vscalefps and the integer form."""
+def _math_kernel_pair(name, configs=((True, False), (False, False))):
+    """Compiled 16-wide versions of one fp32math function, one per (scalef, canonical) config
+    (default: vscalefps and the integer form)."""
     from nki_lite.lower.llvm.target import compile_module
     texts, names = [], []
-    for sc in (True, False):
-        fname, text = mathlib.function(name, 16, sc)
+    for sc, canonical in configs:
+        fname, text = mathlib.function(name, 16, sc, canonical)
         texts.append(text)
         names.append(fname)
     decls = sorted({ln for t in texts for ln in t.splitlines() if ln.startswith("declare ")})
@@ -198,7 +199,7 @@ x:
     mod = compile_module("\n".join(bodies + drv + decls) + "\n", f"scalef_{name}", opt=2)
     import ctypes
     fns = [ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(mod.address(f"drv{j}"))
-           for j in range(2)]
+           for j in range(len(configs))]
     return mod, fns
 
 
@@ -223,6 +224,24 @@ def test_scalef_ldexp_same_bits(name):
         assert not np.any(np.isnan(a) & ~np.isnan(edges))
     interp = fp32math.FUNCTIONS[name](edges[::64].copy())
     np.testing.assert_array_equal(a[::64].view(np.uint32), interp.view(np.uint32))
+    del mod
+
+
+@pytest.mark.parametrize("name", sorted(__import__("nki_lite.numerics.fp32math", fromlist=["x"]).FUNCTIONS))
+def test_canonical_math_is_the_function_then_nan_canonicalisation(name):
+    """mathlib.function(..., canonical=True) (used by activation, which canonicalises NaNs) equals
+    the function followed by NaN -> +0x7FC00000, on NaNs of every sign and payload and a sweep."""
+    mod, (canon, plain) = _math_kernel_pair(name, ((None, True), (None, False)))
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFA00001, 0x7FFFFFFF, 0xFFFFFFFF], np.uint32)
+    x = np.concatenate([nans, np.arange(0, 1 << 32, 65537, dtype=np.uint64).astype(np.uint32)]).view(F32)
+    x = np.concatenate([x, np.linspace(-200, 200, 1 << 16, dtype=F32)])
+    x = x[: len(x) // 16 * 16].copy()
+    a, b = np.empty_like(x), np.empty_like(x)
+    canon(x.ctypes.data, a.ctypes.data, len(x) // 16)
+    plain(x.ctypes.data, b.ctypes.data, len(x) // 16)
+    want = np.where(np.isnan(b), np.array([0x7FC00000], np.uint32).view(F32)[0], b)
+    bad = np.flatnonzero(a.view(np.uint32) != want.view(np.uint32))
+    assert bad.size == 0, f"{name}: {bad.size} differ, e.g. x bits {x[bad[:3]].view(np.uint32)}"
     del mod
 
 

@@ -182,18 +182,25 @@ def _from_bits(u: np.ndarray) -> np.ndarray:
     return u.view(F32)
 
 
+def _nan_of(x: np.ndarray) -> np.ndarray:
+    """Bits of the NaN a NaN input gives: sign | 0x7FC00000. A JIT caller that turns every NaN into
+    +0x7FC00000 anyway asks its tracer for that directly (lower/llvm/mathlib.py, canonical=True)."""
+    if getattr(x, "nkl_canonical_nan", False):
+        return U32(_QNAN)
+    return (_bits(x) & U32(_SIGN)) | U32(_QNAN)
+
+
 def _finish(x: np.ndarray, r: np.ndarray, shape: tuple) -> np.ndarray:
     """NaN canonicalisation: NaN input -> sign|0x7FC00000, other NaN -> 0x7FC00000."""
-    xb, rb = _bits(x), _bits(r)
-    out = np.where(x != x, (xb & U32(_SIGN)) | U32(_QNAN),
-                   np.where((rb & U32(_ABS)) > U32(_INF_BITS), U32(_QNAN), rb))
+    rb = _bits(r)
+    out = np.where(x != x, _nan_of(x), np.where((rb & U32(_ABS)) > U32(_INF_BITS), U32(_QNAN), rb))
     return _from_bits(out).reshape(shape)
 
 
 def _finish_never_nan(x: np.ndarray, r: np.ndarray, shape: tuple) -> np.ndarray:
     """`_finish` for a result r that cannot be NaN when x is not (so its second select is the
     identity and is left out): NaN input -> sign|0x7FC00000, else r."""
-    out = np.where(x != x, (_bits(x) & U32(_SIGN)) | U32(_QNAN), _bits(r))
+    out = np.where(x != x, _nan_of(x), _bits(r))
     return _from_bits(out).reshape(shape)
 
 
@@ -343,8 +350,8 @@ def _x_sigmoid(x: np.ndarray, v: np.ndarray) -> np.ndarray:
 def exp(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
-        a = np.where(x < EXP_HI, x, EXP_HI)
-        a = np.where(x > EXP_LO, a, EXP_LO)        # NaN -> EXP_LO (replaced at the end)
+        a = np.where(x < EXP_HI, x, EXP_HI)        # NaN -> EXP_HI (replaced at the end)
+        a = np.where(a > EXP_LO, a, EXP_LO)        # (two selects a JIT lowers to one min + one max)
         y, n = _exp_parts(a)
         r = _ldexp(y, n)              # y in [0.70, 1.42], n in [-150, 128]: r in [0, inf], never NaN
         return _finish_never_nan(x, r, shape)

@@ -103,6 +103,11 @@ class Sym:
             raise TypeError(f"integer op {op}")
         return self._new(f"{ins} {self.ty()} {a}, {b}", k)
 
+    @property
+    def nkl_canonical_nan(self) -> bool:
+        """fp32math._nan_of: the caller canonicalises NaNs, so a NaN input may give +0x7FC00000."""
+        return getattr(self.b, "canonical", False)
+
     def nkl_ldexp(self, n: "Sym") -> "Sym | None":
         """fp32math._ldexp(v, n) in one instruction: AVX-512 vscalefps computes v * 2^n rounded
         once (gradual underflow, overflow to inf, MXCSR's round-to-nearest), which is exactly
@@ -262,20 +267,23 @@ def scalef_available() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def function(name: str, width: int = 1, scalef: bool | None = None) -> tuple[str, str]:
+def function(name: str, width: int = 1, scalef: bool | None = None, canonical: bool = False) -> tuple[str, str]:
     """`scalef=None`: use vscalefps for fp32math._ldexp when the host has AVX-512 (same bits);
-    False: the generic integer form (the tests' reference)."""
+    False: the generic integer form (the tests' reference). `canonical=True`: every NaN result is
+    +0x7FC00000 (the function followed by NaN canonicalisation, in fewer instructions)."""
     from ...numerics import fp32math
     fn = fp32math.FUNCTIONS[name]
     b = FnBuilder()
     b.declares = set()
     b.scalef = scalef_available() if scalef is None else scalef      # read by Sym.nkl_ldexp
+    b.canonical = canonical                                           # read by Sym.nkl_canonical_nan
     x = Sym(b, "%x", "f32", width)
     r = fn(x)
     if not isinstance(r, Sym) or r.kind != "f32":
         raise TypeError(f"fp32math.{name} did not produce a float32 value when traced")
     ty = x.ty()
-    fname = f"nkl_math_{name}_v{width}" + ("" if scalef is None else f"_s{int(scalef)}")
+    fname = (f"nkl_math_{name}_v{width}" + ("" if scalef is None else f"_s{int(scalef)}")
+             + ("_c" if canonical else ""))
     text = (f"define internal {ty} @{fname}({ty} %x) alwaysinline {{\n{b.text()}\n  ret {ty} {r.name}\n}}\n"
             + "\n".join(sorted(b.declares)) + "\n")
     return fname, text

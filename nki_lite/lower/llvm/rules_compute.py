@@ -47,9 +47,10 @@ def _activation(em, instr, ctx):
             y = x
         elif func == "negative":
             y = B.op(f"fneg {F} {x}")
-        else:
-            y = B.op(f"call {F} @{em.use(ML.function(func, em.W))}({F} {x})")
-        y = em.canon(y)
+        else:       # the canonical form: every fp32math NaN result already is +0x7FC00000
+            y = B.op(f"call {F} @{em.use(ML.function(func, em.W, canonical=True))}({F} {x})")
+        if func in ("copy", "negative"):
+            y = em.canon(y)
         em.row_value = y
         return em.from_f32(y, em.dtype(dst))
     elementwise(em, instr, ctx, tuple(instr.ins), value, reduce_op=instr.attr("reduce_op"))

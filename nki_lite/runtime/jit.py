@@ -128,9 +128,12 @@ def _pool():
             # start every thread now: the executor creates threads lazily and counts a busy one as
             # idle after its first task, so work submitted from inside a running task (a parallel
             # region's helpers, dispatched by a kernel already on the pool) could find no thread
-            everyone = threading.Barrier(n)
+            everyone = threading.Barrier(n, timeout=10)
             for f in [pool.submit(everyone.wait) for _ in range(n)]:
-                f.result()
+                try:
+                    f.result()
+                except threading.BrokenBarrierError:     # threads slow to start: they start lazily
+                    pass
             _POOL = pool
         return _POOL
 

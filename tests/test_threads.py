@@ -325,3 +325,36 @@ def test_region_kernel_from_the_disk_cache(monkeypatch, small_regions, tmp_path)
     info = second.cache_info()
     assert info["compiles"] == 0 and info["disk_hits"] == 1
     assert second._compiled(second.trace(x, w)).gen.region_trips == (4,)
+
+
+@nki.jit
+def long_steps_of_tiles(x):
+    """Thousands of steps, each an affine loop over row tiles (a parallel region); step s writes
+    row s of the output (16 columns per tile)."""
+    out = nl.ndarray((8192, 64), x.dtype, buffer=nl.shared_hbm)
+    for s in nl.sequential_range(8192):
+        for i in nl.affine_range(x.shape[0] // 128):
+            t = nl.exp(nl.tanh(nl.load(x[i * 128:(i + 1) * 128, :])))
+            nl.store(out[s, i * 16:(i + 1) * 16], t[0, 0:16])
+    return out
+
+
+def test_ctrl_c_stops_a_kernel_inside_a_parallel_region(monkeypatch):
+    import _thread
+    import threading
+    from nki_lite.lower.parallel import regions
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
+    x = np.random.default_rng(18).standard_normal((512, 1024)).astype(np.float32)
+    assert len(regions(long_steps_of_tiles.trace(x))) == 1
+    out = np.full((8192, 64), 7.0, np.float32)
+    long_steps_of_tiles.inspect_asm(x)                         # compile first: interrupt the run
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            long_steps_of_tiles(x, out=out)
+    finally:
+        timer.cancel()
+    row = np.exp(np.tanh(x[0, :16].astype(np.float64)))
+    assert np.allclose(out[0, :16], row, rtol=1e-5)            # it had started
+    assert not np.allclose(out[-1, :16], row, rtol=1e-5)       # and stopped before the last step

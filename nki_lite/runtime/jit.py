@@ -364,9 +364,13 @@ class CompiledKernel:
                 participant()
             except KeyboardInterrupt:                    # Ctrl-C between chunks: stop the helpers
                 flag[0] = 1
-            for h in helpers:
-                if not h.cancel():
-                    h.result()
+            for h in helpers:                            # running helpers end at their next iteration
+                while not h.cancel():
+                    try:
+                        h.result()
+                        break
+                    except KeyboardInterrupt:
+                        flag[0] = 1
             failed = [r for r in results if r is not None and r[0] == 1]
             if failed:
                 main[:_ERROR_WORDS] = failed[0][1][:_ERROR_WORDS]

@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VPY) -m pip install -q -e '.[test,plot]'
 	touch $@
 
-.PHONY: venv demo test test-slow
+.PHONY: venv demo test test-slow bench
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -20,3 +20,7 @@ test: $(VENV)/.installed
 
 test-slow: $(VENV)/.installed
 	NKI_LITE_SLOW_TESTS=1 $(VPY) -m pytest -q -n 2 -p no:cacheprovider tests
+
+bench: $(VENV)/.installed
+	$(VPY) -m pip install -q -e '.[bench]'
+	$(VPY) benchmarks/jit.py

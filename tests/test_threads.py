@@ -358,3 +358,28 @@ def test_ctrl_c_stops_a_kernel_inside_a_parallel_region(monkeypatch):
     row = np.exp(np.tanh(x[0, :16].astype(np.float64)))
     assert np.allclose(out[0, :16], row, rtol=1e-5)            # it had started
     assert not np.allclose(out[-1, :16], row, rtol=1e-5)       # and stopped before the last step
+
+
+@nki.jit
+def programs_overwrite_each_other(x):
+    """Every SPMD program writes the whole output (serially the last one wins), so the programs stay
+    serial; inside each, the affine loop over tiles is a region (program id fixed while it runs)."""
+    out = nl.ndarray((x.shape[0], 16), x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128 + nl.arange(128)[:, None], pid * 16 + nl.arange(16)[None, :]])
+        nl.store(out[i * 128 + nl.arange(128)[:, None], nl.arange(16)[None, :]], nl.exp(t))
+    return out
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_region_inside_serial_spmd_programs(monkeypatch, small_regions, threads):
+    from nki_lite.lower.parallel import regions
+    x = np.random.default_rng(19).standard_normal((128 * 4, 48)).astype(np.float32)
+    k = programs_overwrite_each_other[3]
+    assert not programs_independent(k.trace(x))
+    assert len(regions(k.trace(x))) == 1
+    monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
+    ref = k(x, mode="interpret")
+    assert np.array_equal(k(x).view(np.uint32), ref.view(np.uint32))
+    np.testing.assert_allclose(ref, np.exp(x[:, 32:48].astype(np.float64)), rtol=1e-6)   # the last program won

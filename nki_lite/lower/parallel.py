@@ -118,7 +118,8 @@ def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: d
 
 
 REGION_MIN_ELEMENTS = 1 << 18     # element-steps per run of a loop worth a dispatch (~50 us of Python)
-REGION_MAX_DEPTH = 8              # enclosing loop variables passed to a region (abi.STATUS_REGION_ENV)
+REGION_MAX_DEPTH = 8              # enclosing loop variables and program ids passed to a region
+                                  # (abi.STATUS_REGION_ENV words; codegen runs deeper ones inline)
 
 
 def _work(nodes) -> int:
@@ -157,13 +158,14 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
         for n in nodes:
             if not isinstance(n, ir.Loop):
                 continue
-            if (n.kind == "affine" and n.trip > 1 and len(enclosing) <= REGION_MAX_DEPTH
+            if (n.kind == "affine" and n.trip > 1 and len(enclosing) + len(kernel.grid or ()) <= REGION_MAX_DEPTH
                     and _work([n]) >= REGION_MIN_ELEMENTS):
                 private = {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(n.body) if i.op == "alloc"}
                 inside = {id(i) for i, _ in ir.walk(n.body)}
                 # everything else runs before or after the loop, in this or another enclosing iteration
                 others = tuple(i for i, _ in ir.walk(kernel.body) if id(i) not in inside)
                 fixed = {lp.var: 1 for lp in enclosing}
+                fixed.update({f"pid{g}": 1 for g in range(len(kernel.grid or ()))})
                 if _iterations_independent(kernel, (n.var,), (n.trip,), n.body, private, fixed, others):
                     found.append(n)
                     continue

@@ -413,6 +413,10 @@ class Emitter:
     def dispatch_region(self, n: ir.Loop, ctx: _Ctx) -> None:
         """A parallel region (lower/parallel.py `regions`): hand the loop to the runtime's dispatcher,
         which runs @nkl_region_<k> on threads; without a dispatcher (a worker's call) run it here."""
+        from ..parallel import REGION_MAX_DEPTH
+        if len(ctx.names) > REGION_MAX_DEPTH:       # more enclosing values than status words: inline
+            self.serial_loop(n, ctx)
+            return
         b = self.b
         k = self.regions[id(n)]
         self.region_names[k] = list(ctx.names)

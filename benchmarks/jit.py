@@ -2,7 +2,8 @@
 
     python benchmarks/jit.py [--quick]
 
-Ends with the compile time, the cached-call overhead and a new process's first call (from
+Checks that the all-cores outputs are bit-identical to the one-thread ones. Ends with the compile
+time, the cached-call overhead and a new process's first call (from
 jit_launch.py and jit_first_call.py).
 
 First at one thread on both sides (BLAS via threadpoolctl, if installed; nki_lite via
@@ -74,6 +75,7 @@ def interleaved(fa, fb, reps):
 
 
 def run_cases(quick: bool, reps: int) -> list:
+    """Rows of (name, nki_lite seconds, numpy seconds, nki_lite's output bits)."""
     rng = np.random.default_rng(0)
     rows = []
 
@@ -81,7 +83,7 @@ def run_cases(quick: bool, reps: int) -> list:
     x = rng.standard_normal((n, n)).astype(np.float32)
     out, tmp, mine = np.empty_like(x), np.empty((n, 1), np.float32), np.empty_like(x)
     a, b = interleaved(lambda: row_softmax(x, out=mine), lambda: numpy_softmax(x, out, tmp), reps)
-    rows.append((f"row softmax {n}x{n} fp32", a, b))
+    rows.append((f"row softmax {n}x{n} fp32", a, b, mine.tobytes()))
 
     m = 4096 * 4096 if not quick else 1024 * 1024            # 64 MB per fp32 operand (quick: 4 MB)
     r = 128 * (m // (128 * 2048) or 1)
@@ -90,19 +92,19 @@ def run_cases(quick: bool, reps: int) -> list:
     ys = rng.standard_normal((r, cols)).astype(np.float32)
     oc, mc = np.empty_like(xs), np.empty_like(xs)
     a, b = interleaved(lambda: chain5(xs, ys, out=mc), lambda: numpy_chain(xs, ys, oc), reps)
-    rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b))
+    rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b, mc.tobytes()))
 
     for size in ((1024,) if quick else (1024, 2048)):
         lhsT = rng.standard_normal((size, size)).astype(np.float32)
         rhs = rng.standard_normal((size, size)).astype(np.float32)
         mo, mm = np.empty((size, size), np.float32), np.empty((size, size), np.float32)
         a, b = interleaved(lambda: tiled_matmul(lhsT, rhs, out=mm), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
-        rows.append((f"tiled matmul {size}^3 fp32", a, b))
+        rows.append((f"tiled matmul {size}^3 fp32", a, b, mm.tobytes()))
         l8 = lhsT.astype(ml_dtypes.float8_e4m3)
         r8 = rhs.astype(ml_dtypes.float8_e4m3)
         a, b = interleaved(lambda: tiled_matmul(l8, r8, out=mm),
                            lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps)
-        rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b))
+        rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b, mm.tobytes()))
 
     return rows
 
@@ -115,6 +117,7 @@ def main() -> None:
     except ImportError:
         threadpool_limits = None
         print("(threadpoolctl not installed: numpy's BLAS may use several threads)")
+    first = None
     for label, threads in (("one thread", 1), (f"all cores ({os.cpu_count()})", 0)):
         os.environ["NKI_LITE_NUM_THREADS"] = str(threads)
         limiter = threadpool_limits(threads or None) if threadpool_limits else None
@@ -123,8 +126,13 @@ def main() -> None:
             limiter.restore_original_limits()
         print(f"\n{label}")
         print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
-        for name, a, b in rows:
+        for name, a, b, _ in rows:
             print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
+        if first is None:
+            first = rows
+        else:
+            same = all(r1[3] == r2[3] for r1, r2 in zip(first, rows))
+            print(f"nki_lite outputs bit-identical to the one-thread run: {'yes' if same else 'NO'}")
     launch_figures(quick)
 
 

@@ -195,22 +195,9 @@ def long_serial_exp(x):
 def test_ctrl_c_stops_a_long_single_program(monkeypatch, threads):
     """Ctrl-C (here _thread.interrupt_main from a timer) raises KeyboardInterrupt while the native
     code runs; the output shows the run stopped part-way (its last row was never computed)."""
-    import _thread
-    import threading
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
     x = np.random.default_rng(13).standard_normal((128, 2048)).astype(np.float32)
-    out = np.full((16384, 64), 7.0, np.float32)
-    long_serial_exp.inspect_asm(x)                             # compile first: interrupt the run, not LLVM
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            long_serial_exp(x, out=out)
-    finally:
-        timer.cancel()
-    row = np.exp(np.tanh(x[0, :64].astype(np.float64)))
-    assert np.allclose(out[0], row, rtol=1e-5)                 # it had started
-    assert not np.allclose(out[-1], row, rtol=1e-5)            # and stopped before the last iteration
+    _interrupt_after_start(long_serial_exp, x, np.full((16384, 64), 7.0, np.float32), 64)
     y = np.ascontiguousarray(x[:, :512])
     assert np.array_equal(spmd_add[1, 1](y, y), 2 * y)        # the runtime is still usable
 
@@ -340,24 +327,29 @@ def long_steps_of_tiles(x):
 
 
 def test_ctrl_c_stops_a_kernel_inside_a_parallel_region(monkeypatch):
-    import _thread
-    import threading
     from nki_lite.lower.parallel import regions
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
     x = np.random.default_rng(18).standard_normal((512, 1024)).astype(np.float32)
     assert len(regions(long_steps_of_tiles.trace(x))) == 1
-    out = np.full((8192, 64), 7.0, np.float32)
-    long_steps_of_tiles.inspect_asm(x)                         # compile first: interrupt the run
+    _interrupt_after_start(long_steps_of_tiles, x, np.full((8192, 64), 7.0, np.float32), 16)
+
+
+def _interrupt_after_start(kernel, x, out, cols: int) -> None:
+    """Interrupt `kernel(x, out=out)` (row s of out = exp(tanh(x[0, :cols])) per step) after 0.3 s:
+    KeyboardInterrupt is raised, the first row was computed and the last one was not."""
+    import _thread
+    import threading
+    kernel.inspect_asm(x)                                      # compile first: interrupt the run, not LLVM
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            long_steps_of_tiles(x, out=out)
+            kernel(x, out=out)
     finally:
         timer.cancel()
-    row = np.exp(np.tanh(x[0, :16].astype(np.float64)))
-    assert np.allclose(out[0, :16], row, rtol=1e-5)            # it had started
-    assert not np.allclose(out[-1, :16], row, rtol=1e-5)       # and stopped before the last step
+    row = np.exp(np.tanh(x[0, :cols].astype(np.float64)))
+    assert np.allclose(out[0, :cols], row, rtol=1e-5)          # it had started
+    assert not np.allclose(out[-1, :cols], row, rtol=1e-5)     # and stopped before the last step
 
 
 @nki.jit

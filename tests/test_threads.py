@@ -122,7 +122,7 @@ def running_sum_of_tiles(x):
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
     acc = nl.zeros((128, x.shape[1]), dtype=nl.float32)
     for i in nl.affine_range(x.shape[0] // 128):
-        acc += nl.load(x[i * 128:(i + 1) * 128, :])
+        acc += nl.load(x[i * 128:(i + 1) * 128, :])  # MARK-RUNNING-ACC
         nl.store(out[i * 128:(i + 1) * 128, :], acc)
     return out
 
@@ -375,3 +375,20 @@ def test_region_inside_serial_spmd_programs(monkeypatch, small_regions, threads)
     ref = k(x, mode="interpret")
     assert np.array_equal(k(x).view(np.uint32), ref.view(np.uint32))
     np.testing.assert_allclose(ref, np.exp(x[:, 32:48].astype(np.float64)), rtol=1e-6)   # the last program won
+
+
+def test_inspect_threads_says_what_runs_on_threads_and_why_not():
+    from nki_lite.stdlib.softmax import row_softmax
+    x = np.zeros((128 * 5, 64), np.float32)
+    w = np.zeros((128, 64), np.float32)
+    text = row_softmax.inspect_threads(np.zeros((1024, 64), np.float32))
+    assert "programs: 8 iterations of the affine_range loop" in text and "softmax.py:" in text
+    assert ": on threads" in text.splitlines()[0]
+    acc = running_sum_of_tiles.inspect_threads(x)
+    assert "serial, because tensor_tensor" in acc and "writes 'acc'" in acc
+    assert f"test_threads.py:{line_of(__file__, 'MARK-RUNNING-ACC')}" in acc
+    assert "after a prologue and before an epilogue: on threads" in prologue_and_epilogue.inspect_threads(x)
+    assert "a tile of the loop, after it" in epilogue_reads_a_program_tile.inspect_threads(x)
+    grid = every_program_writes_row0[4].inspect_threads(np.zeros((512, 512), np.float32))
+    assert "SPMD grid [4]: serial" in grid and "pid0 may write the same elements" in grid
+    assert "parallel regions: none" in grid

@@ -79,6 +79,16 @@ def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: d
     """The programs (values of `pvars` over `extents`) of `body` are independent (module contract);
     `fixed` names enclosing loop variables that keep one value while they run; `after` is what runs
     after them and must not read a private buffer."""
+    return _why_dependent(kernel, pvars, extents, body, private, fixed, after) is None
+
+
+def _at(instr: ir.Instr) -> str:
+    loc = instr.loc
+    return f" ({loc.file.rsplit('/', 1)[-1]}:{loc.line})" if loc is not None else ""
+
+
+def _why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, after) -> str | None:
+    """None when `_iterations_independent`, else the first reason why not, in words."""
     bufs = kernel.buffer_map
     root = lambda name: bufs[name].base or name          # noqa: E731
     writes: dict[str, set] = {}
@@ -89,10 +99,11 @@ def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: d
             b = bufs[acc.buffer]
             if b.space != ir.Space.HBM:
                 if root(acc.buffer) not in private:
-                    return False                      # programs would share (accumulate into) it
+                    return (f"{instr.op}{_at(instr)} writes '{root(acc.buffer)}', an on-chip buffer allocated "
+                            "outside the loop: iterations could accumulate into it")
                 continue
             if b.base is not None:
-                return False
+                return f"{instr.op}{_at(instr)} writes a reshaped view of '{b.base}'"
             ext = dict(zip(pvars, extents))
             ext.update(fixed)
             ext.update({lp.var: lp.trip for lp in loops})
@@ -101,20 +112,22 @@ def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: d
                 if n == 1:
                     continue
                 if not any(e.coeff(pid) != 0 and _span(e, ext, pid) < abs(e.coeff(pid)) for e in acc.index):
-                    return False
+                    return (f"{instr.op}{_at(instr)} writes '{acc.buffer}' where different values of {pid} "
+                            "may write the same elements")
             writes.setdefault(acc.buffer, set()).add(acc)
         if instr.op == "nc_matmul" and instr.attr("accumulate") and root(instr.out.buffer) not in private:
-            return False
+            return f"nc_matmul{_at(instr)} accumulates into '{root(instr.out.buffer)}', allocated outside the loop"
     for instr, _ in ir.walk(body):
         for acc in instr.ins:
             if isinstance(acc, ir.Access):
                 r = root(acc.buffer)
                 if r in writes and acc not in writes[r]:
-                    return False
+                    return f"{instr.op}{_at(instr)} reads '{r}' in a region other iterations write"
     for instr, _ in ir.walk(after):
-        if any(isinstance(o, ir.Access) and root(o.buffer) in private for o in instr.ins):
-            return False
-    return True
+        for o in instr.ins:
+            if isinstance(o, ir.Access) and root(o.buffer) in private:
+                return f"{instr.op}{_at(instr)} reads '{root(o.buffer)}', a tile of the loop, after it"
+    return None
 
 
 REGION_MIN_ELEMENTS = 1 << 18     # element-steps per run of a loop worth a dispatch (~50 us of Python)
@@ -173,3 +186,50 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
 
     visit(scope, ())
     return found
+
+
+def explain(kernel: ir.Kernel) -> str:
+    """In words: which parts of the kernel the JIT runs on threads, and why the others run serially
+    (what `Kernel.inspect_threads(...)` prints)."""
+    lines = []
+    pvars, extents, body, prologue, epilogue = program_space(kernel)
+    if not pvars:
+        lines.append("programs: one (no SPMD grid, no top-level affine_range loop)")
+    else:
+        what = (f"SPMD grid {list(extents)}" if kernel.grid else
+                f"{extents[0]} iterations of the affine_range loop {pvars[0]}{_at_loop(kernel.body, pvars[0])}")
+        extra = " and ".join(w for w, on in (("after a prologue", prologue), ("before an epilogue", epilogue)) if on)
+        extra = f" {extra}" if extra else ""
+        if programs_independent(kernel):
+            lines.append(f"programs: {what}{extra}: on threads")
+        else:
+            bufs = kernel.buffer_map
+            if all(n <= 1 for n in extents):
+                why = "a single program"
+            elif any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+                why = "the kernel prints (device_print keeps its order)"
+            elif any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm"
+                     for b in bufs.values()):
+                why = "the kernel has shared HBM scratch"
+            else:
+                why = _why_dependent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
+            lines.append(f"programs: {what}{extra}: serial, because {why}")
+    found = regions(kernel)
+    for lp in found:
+        lines.append(f"parallel region: the affine_range loop {lp.var}{_loc_of(lp)}, {lp.trip} iterations: "
+                     "on threads")
+    if not found:
+        lines.append(f"parallel regions: none (nested affine_range loops need independent iterations and "
+                     f">= {REGION_MIN_ELEMENTS} element-steps per run)")
+    return "\n".join(lines)
+
+
+def _loc_of(lp: ir.Loop) -> str:
+    return f" ({lp.loc.file.rsplit('/', 1)[-1]}:{lp.loc.line})" if lp.loc is not None else ""
+
+
+def _at_loop(nodes, var: str) -> str:
+    for n in nodes:
+        if isinstance(n, ir.Loop) and n.var == var:
+            return _loc_of(n)
+    return ""

@@ -379,6 +379,12 @@ class Kernel:
             return generate(kernel, config.get("NKI_LITE_DEBUG")).text
         return self._compiled(kernel).module.llvm_ir
 
+    def inspect_threads(self, *args, **kwargs) -> str:
+        """Which parts of the kernel the JIT runs on threads for these arguments, and why the others
+        run serially (lower/parallel.py)."""
+        from ..lower.parallel import explain
+        return explain(self.trace(*args, **kwargs))
+
     def inspect_asm(self, *args, **kwargs) -> str:
         return self._compiled(self.trace(*args, **kwargs)).module.asm()
 

@@ -9,9 +9,9 @@ from .lang.memory import (empty_like, full, hbm, ndarray, ones, ones_like, par_d
                           sbuf, shared_hbm, zeros, zeros_like)
 from .lang.ops_isa_ext import device_print  # noqa: F401
 from .lang.ops_math import (abs, add, all, arctan, bitwise_and, bitwise_or, bitwise_xor, broadcast_to,  # noqa: F401
-                            copy, cos, divide, equal, erf, exp, fp32, gelu, gelu_apprx_tanh, greater, greater_equal,
+                            copy, cos, divide, equal, fmod, erf, exp, fp32, gelu, gelu_apprx_tanh, greater, greater_equal,
                             invert, left_shift, less, less_equal, log, logical_and, logical_or, logical_xor, matmul,
-                            max, maximum, mean, min, minimum, mish, multiply, negative, not_equal, power, prod,
+                            max, maximum, mean, min, minimum, mish, mod, multiply, negative, not_equal, power, prod,
                             reciprocal, relu, right_shift, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square,
                             subtract, sum, tan, tanh, transpose, var, where)
 from .lang.ops_memory import (load, load_transpose2d, shared_constant, shared_identity_matrix,  # noqa: F401

@@ -64,9 +64,9 @@ CAST_WEIGHTED = ["float32"] * 6 + ["bfloat16"] * 2 + ["float16"] * 2 + CAST_DTYP
 MM_NARROW = ["bfloat16", "float16", "float8_e4m3", "float8_e5m2"]
 
 FLOAT_BINOPS = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "greater",
-                "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor"]
+                "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor", "fmod", "mod"]
 INT_ONLY_BINOPS = ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
-OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "bitwise_and": "&", "bitwise_or": "|",
+OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": "%", "bitwise_and": "&", "bitwise_or": "|",
              "bitwise_xor": "^", "left_shift": "<<", "right_shift": ">>", "less": "<", "less_equal": "<=",
              "greater": ">", "greater_equal": ">=", "equal": "==", "not_equal": "!="}
 UNARY = ["exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal", "abs", "negative",

@@ -35,7 +35,7 @@ ALL = FLOATS + INTS
 ALL_WITH_BOOL = ALL + ["bool"]
 MATMUL_FLOATS = ["float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"]
 
-ARITH = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+ARITH = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "fmod", "mod"]
 COMPARE = ["equal", "not_equal", "greater", "greater_equal", "less", "less_equal"]
 LOGICAL = ["logical_and", "logical_or", "logical_xor"]
 BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
@@ -190,6 +190,15 @@ def _ieee_min(a, b):
     return np.where(np.isnan(a) | np.isnan(b), np.float32("nan"), r)
 
 
+def _f32_mod(a, b):
+    """Python's float %, restated in float64: r = fmod(a, b) (exact); a non-zero r with the other
+    sign becomes r + b (exact in float64, rounded once to float32); a zero r gets b's sign."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    r = np.fmod(a64, b64)
+    r = np.where((r != 0) & ((r < 0) != (b64 < 0)), r + b64, r).astype(F32)
+    return np.where(r == 0, np.where(np.signbit(b), F32(-0.0), F32(0.0)), r)
+
+
 def alu_f32(op: str, a, b) -> np.ndarray:
     """One fp32 ALU step (a, b float32 arrays/scalars)."""
     a = np.asarray(a, dtype=F32)
@@ -198,6 +207,7 @@ def alu_f32(op: str, a, b) -> np.ndarray:
         r = {
             "add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b, "divide": lambda: a / b,
             "maximum": lambda: _ieee_max(a, b), "minimum": lambda: _ieee_min(a, b),
+            "fmod": lambda: np.fmod(a.astype(np.float64), b.astype(np.float64)), "mod": lambda: _f32_mod(a, b),
             "equal": lambda: a == b, "not_equal": lambda: a != b, "greater": lambda: a > b,
             "greater_equal": lambda: a >= b, "less": lambda: a < b, "less_equal": lambda: a <= b,
             "logical_and": lambda: (a != 0) & (b != 0), "logical_or": lambda: (a != 0) | (b != 0),
@@ -217,6 +227,9 @@ def alu_i64(op: str, a, b, width: int) -> np.ndarray:
         r = {
             "add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
             "maximum": lambda: np.maximum(a, b), "minimum": lambda: np.minimum(a, b),
+            # C's truncated and Python's floored remainder; a zero divisor gives 0 (nki_lite's definition)
+            "fmod": lambda: np.where(b == 0, 0, np.sign(a) * (np.abs(a) % np.where(b == 0, 1, np.abs(b)))),
+            "mod": lambda: np.where(b == 0, 0, a % np.where(b == 0, 1, b)),
             "equal": lambda: a == b, "not_equal": lambda: a != b, "greater": lambda: a > b,
             "greater_equal": lambda: a >= b, "less": lambda: a < b, "less_equal": lambda: a <= b,
             "logical_and": lambda: (a != 0) & (b != 0), "logical_or": lambda: (a != 0) | (b != 0),

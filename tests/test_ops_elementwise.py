@@ -218,6 +218,9 @@ FLOAT_EXPRS = {
     "a != b": (lambda a, b: a != b, lambda r: r(["not_equal"], [("b",)])),
     "a > b": (lambda a, b: a > b, lambda r: r(["greater"], [("b",)])),
     "a <= b": (lambda a, b: a <= b, lambda r: r(["less_equal"], [("b",)])),
+    "a % b": (lambda a, b: a % b, lambda r: r(["mod"], [("b",)])),
+    "a % 2.5": (lambda a, b: a % 2.5, lambda r: r(["mod"], [2.5])),
+    "7 % a": (lambda a, b: 7 % a, lambda r: r(["mod"], [7], [True])),
 }
 INT_EXPRS = {
     "a & b": (lambda a, b: a & b, lambda r: r(["bitwise_and"], [("b",)])),
@@ -226,7 +229,7 @@ INT_EXPRS = {
     "a << 2": (lambda a, b: a << 2, lambda r: r(["left_shift"], [2])),
     "a >> 1": (lambda a, b: a >> 1, lambda r: r(["right_shift"], [1])),
     "a + b": FLOAT_EXPRS["a + b"], "a * 3": FLOAT_EXPRS["a * 3"], "1 - a": FLOAT_EXPRS["1 - a"],
-    "a < b": FLOAT_EXPRS["a < b"],
+    "a < b": FLOAT_EXPRS["a < b"], "a % b": FLOAT_EXPRS["a % b"],
 }
 
 
@@ -343,9 +346,31 @@ def test_numpy_ufunc_mixed_with_scalar():
 
 
 def test_unknown_numpy_ufunc_raises():
-    k = map1_kernel(lambda x, m: np.fmod(x, x))
-    with pytest.raises(errors.UnsupportedError, match="fmod"):
+    k = map1_kernel(lambda x, m: np.hypot(x, x))
+    with pytest.raises(errors.UnsupportedError, match="hypot"):
         k(np.ones((2, 2), np.float32), 2, 2, "float32")
+
+
+@pytest.mark.parametrize("op", ["fmod", "mod"])
+def test_remainders_special_values(op):
+    """nl.fmod (C: the dividend's sign) and nl.mod (Python/numpy: the divisor's sign) on every pair
+    of special values, against numpy; ints: a zero divisor gives 0."""
+    sp = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 7.0, -7.0, 1e-40, -1e-40, 3e38, -3e38,
+                   np.inf, -np.inf, np.nan], np.float32)
+    a, b = np.meshgrid(sp, sp, indexing="ij")
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    k = map2_kernel(lambda x, y, m: getattr(nl, op)(x, y))
+    got = k(a, b, a.shape[0], a.shape[1], "float32")
+    with np.errstate(all="ignore"):
+        want = getattr(np, op)(a, b)
+    assert_bits(got, canon(want), f"nl.{op} specials")
+    ai = np.array([[7, -7, 7, -7, 0, 5]], np.int32)
+    bi = np.array([[3, 3, -3, -3, 4, 0]], np.int32)
+    got_i = k(ai, bi, 1, 6, "int32")
+    with np.errstate(all="ignore"):
+        want_i = np.where(bi == 0, 0, getattr(np, op)(ai, np.where(bi == 0, 1, bi)))
+    np.testing.assert_array_equal(got_i, want_i)
+
 
 
 # ----------------------------------------------------------------------------- activations (unary math)

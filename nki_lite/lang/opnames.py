@@ -12,6 +12,7 @@ from .. import errors
 from ..numerics import alu
 
 _ALU_UFUNCS = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
+               np.fmod: "fmod", np.mod: "mod",
                np.maximum: "maximum", np.minimum: "minimum", np.equal: "equal", np.not_equal: "not_equal",
                np.greater: "greater", np.greater_equal: "greater_equal", np.less: "less",
                np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",

@@ -124,6 +124,8 @@ add = _binary("add")
 subtract = _binary("subtract")
 multiply = _binary("multiply")
 divide = _binary("divide")
+fmod = _binary("fmod")
+mod = _binary("mod")
 maximum = _binary("maximum")
 minimum = _binary("minimum")
 equal = _binary("equal")
@@ -391,6 +393,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
 
 def ufunc_to_op(ufunc):
     table = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+             np.fmod: fmod, np.mod: mod,
              np.true_divide: divide, np.maximum: maximum, np.minimum: minimum, np.equal: equal,
              np.not_equal: not_equal, np.greater: greater, np.greater_equal: greater_equal, np.less: less,
              np.less_equal: less_equal, np.logical_and: logical_and, np.logical_or: logical_or,

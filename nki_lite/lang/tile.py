@@ -132,6 +132,8 @@ class Tile:
     def __rmul__(self, o): return self._bin(o, "multiply", True)
     def __truediv__(self, o): return self._bin(o, "divide")
     def __rtruediv__(self, o): return self._bin(o, "divide", True)
+    def __mod__(self, o): return self._bin(o, "mod")
+    def __rmod__(self, o): return self._bin(o, "mod", True)
     def __pow__(self, o): return self._bin(o, "power")
     def __rpow__(self, o): return self._bin(o, "power", True)
     def __and__(self, o): return self._bin(o, "bitwise_and")

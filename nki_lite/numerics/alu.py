@@ -7,7 +7,8 @@ Contract:
   1.0 / 0.0.
 - `INT[name](a, b)` computes on int64 arrays (exact; the caller wraps to the output width). It
   is used when every input and the output are integer dtypes; ops missing from INT always use
-  the fp32 path (divide, power).
+  the fp32 path (divide). fmod/mod: C's truncated and numpy's floored remainder; on integers a zero
+  divisor gives 0, in fp32 NaN.
 - Bitwise ops exist only on the integer path.
 - `REDUCE_IDENTITY[name]` is the identity element used for masked-off/padding lanes.
 """
@@ -31,6 +32,28 @@ def _min(a, b):
         return np.where(np.isnan(a) | np.isnan(b), _NAN, r).astype(F32)
 
 
+def _fmod(a, b):
+    """C fmod: a - b*trunc(a/b), exact (the result is representable); NaN for b = 0 or infinite a."""
+    return np.fmod(a, b).astype(F32)
+
+
+def _mod(a, b):
+    """numpy/Python float remainder: the sign of the divisor. r = fmod(a, b); a non-zero r whose
+    sign differs from b's becomes r + b (one fp32 rounding); a zero r becomes a zero with b's sign."""
+    r = np.fmod(a, b).astype(F32)
+    adjust = (r != 0) & ((b < 0) != (r < 0))
+    r = np.where(adjust, (r + b).astype(F32), r)
+    return np.where(r == 0, np.copysign(F32(0), b), r).astype(F32)
+
+
+def _int_rem(fn):
+    """Integer remainder with a zero divisor giving 0 (no trap; nki_lite's definition)."""
+    def rem(a, b):
+        zero = b == 0
+        return np.where(zero, 0, fn(a, np.where(zero, 1, b))).astype(np.int64)
+    return rem
+
+
 def _b(x):
     return np.asarray(x).astype(F32)
 
@@ -40,6 +63,8 @@ FP32 = {
     "subtract": lambda a, b: (a - b).astype(F32),
     "multiply": lambda a, b: (a * b).astype(F32),
     "divide": lambda a, b: (a / b).astype(F32),
+    "fmod": _fmod,
+    "mod": _mod,
     "maximum": _max,
     "minimum": _min,
     "equal": lambda a, b: _b(a == b),
@@ -57,6 +82,8 @@ INT = {
     "add": lambda a, b: a + b,
     "subtract": lambda a, b: a - b,
     "multiply": lambda a, b: a * b,
+    "fmod": _int_rem(np.fmod),          # truncated: the sign of the dividend
+    "mod": _int_rem(np.mod),            # floored: the sign of the divisor
     "maximum": np.maximum,
     "minimum": np.minimum,
     "equal": lambda a, b: (a == b).astype(np.int64),

@@ -40,6 +40,16 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
         zero = em.splat("0", "i64")
         if op in _IARITH:
             return B.op(f"{_IARITH[op]} {I} {a}, {b_}")
+        if op in ("fmod", "mod"):                 # numerics/alu.py: a zero divisor gives 0
+            zero_b = B.op(f"icmp eq {I} {b_}, {zero}")
+            safe = B.op(f"select {em.vt('i1')} {zero_b}, {I} {em.splat('1', 'i64')}, {I} {b_}")
+            r = B.op(f"srem {I} {a}, {safe}")      # truncated (the sign of a); |values| < 2^33: no overflow
+            if op == "mod":                        # floored: a non-zero r with the other sign moves by b
+                other = B.op(f"xor {em.vt('i1')} {B.op(f'icmp slt {I} {r}, {zero}')}, "
+                             f"{B.op(f'icmp slt {I} {safe}, {zero}')}")
+                fix = B.op(f"and {em.vt('i1')} {B.op(f'icmp ne {I} {r}, {zero}')}, {other}")
+                r = B.op(f"select {em.vt('i1')} {fix}, {I} {B.op(f'add {I} {r}, {safe}')}, {I} {r}")
+            return B.op(f"select {em.vt('i1')} {zero_b}, {I} {zero}, {I} {r}")
         if op in ("maximum", "minimum"):
             fn = f"llvm.s{op[:3]}.{em.sfx('i64')}"
             em.declare(f"declare {I} @{fn}({I}, {I})")
@@ -68,6 +78,20 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
     fzero = "zeroinitializer" if em.W > 1 else "0.0"
     if op in _FARITH:
         return B.op(f"{_FARITH[op]} {F} {a}, {b_}")
+    if op in ("fmod", "mod"):
+        r = B.op(f"frem {F} {a}, {b_}")         # C fmod: exact, so any correct fmod gives these bits
+        if op == "fmod":
+            return r
+        # numerics/alu.py _mod: a non-zero r whose sign differs from b's becomes r + b; a zero r
+        # takes b's sign
+        r_neg = B.op(f"fcmp olt {F} {r}, {fzero}")
+        b_neg = B.op(f"fcmp olt {F} {b_}, {fzero}")
+        fix = B.op(f"and {F1} {B.op(f'fcmp une {F} {r}, {fzero}')}, {B.op(f'xor {F1} {r_neg}, {b_neg}')}")
+        r = B.op(f"select {F1} {fix}, {F} {B.op(f'fadd {F} {r}, {b_}')}, {F} {r}")
+        fn = f"llvm.copysign.{em.sfx('float')}"
+        em.declare(f"declare {F} @{fn}({F}, {F})")
+        signed_zero = B.op(f"call {F} @{fn}({F} {fzero}, {F} {b_})")
+        return B.op(f"select {F1} {B.op(f'fcmp oeq {F} {r}, {fzero}')}, {F} {signed_zero}, {F} {r}")
     if op in ("maximum", "minimum"):
         # numerics/alu.py's _max/_min spelled out with compares and selects: +0 beats -0, a NaN
         # operand gives the canonical NaN. Not llvm.maximum/minimum: after optimisation its x86

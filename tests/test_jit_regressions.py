@@ -328,3 +328,32 @@ def test_elementwise_max_min_with_signalling_nan_operands(op, opt, monkeypatch):
     assert_backends_agree(mm, x, v, y)
     got, got2 = mm(x, v, y, mode="jit")
     assert np.isnan(got[2, 16]) and np.isnan(got[4, 3]) and np.isnan(got2[3, 5])
+
+
+def test_in_place_updates_fuse_and_hazards_do_not():
+    """Fusion joins `t[...] = f(t, ...)` chains of the identical access (element for element the
+    same order), and keeps apart an update whose buffer an earlier member read elsewhere."""
+    from nki_lite.lower.llvm.fusion import plan
+
+    @nki.jit
+    def chain(x, g):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out2 = nl.ndarray((x.shape[0], 32), dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.multiply(nl.load(x), 0.5)
+        t[...] = nl.multiply(t, nl.load(g))
+        t[...] = nl.add(t, 1.0)
+        nl.store(out, t)
+        u = nl.load(x)
+        v = nl.multiply(u[:, 0:32], 2.0)                      # reads u's first half ...
+        u[:, 32:64] = nl.add(v, 1.0)                          # ... then writes its second half
+        nl.store(out2, nl.add(u[:, 32:64], u[:, 0:32]))
+        return out, out2
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((128, 64)).astype(F32)
+    g = rng.standard_normal((128, 64)).astype(F32)
+    assert_backends_agree(chain, x, g)
+    kern = chain.trace(x, g)
+    runs = [r for r in plan(list(kern.body), lambda b: kern.buffer_map[b].base or b) if isinstance(r, list)]
+    ops = [[i.op for i in r if i.op != "alloc"] for r in runs]
+    assert any(r.count("tensor_tensor") + r.count("tensor_scalar") >= 3 and "dma_copy" in r for r in ops), ops

@@ -5,8 +5,10 @@ Contract (bit-identical to running the instructions one by one):
 - A run is consecutive instructions of one body (allocs may sit between them) whose ops are
   elementwise (`FUSABLE`), single-output, with the same destination shape and the same mask (or
   none). A member may read values earlier members wrote only through the identical access, and
-  none writes a buffer an earlier member reads or writes (independent members, e.g. two loads that
-  feed one op, join too). Every member computes exactly what its own rule computes — the rule's
+  writes no buffer an earlier member reads or writes — except an in-place update: it writes the
+  identical access an earlier member wrote and every member read that buffer through (element for
+  element the same order; the earlier store is then dropped). Independent members, e.g. two loads
+  that feed one op, join too. Every member computes exactly what its own rule computes — the rule's
   value function is reused — and a consumer reads the producer's *stored* value (already rounded
   to the producer's dtype), so nothing about rounding changes.
 - A temporary that only members write and read is not stored at all ("elided").
@@ -54,7 +56,10 @@ def plan(nodes, roots) -> list:
             continue
         members, allocs = [n], []
         written = {roots(n.out.buffer): n.out}
-        touched = {roots(n.out.buffer)} | {roots(o.buffer) for o in n.ins if isinstance(o, ir.Access)}
+        read: dict = {}                                   # root -> accesses members read it through
+        for o in n.ins:
+            if isinstance(o, ir.Access):
+                read.setdefault(roots(o.buffer), set()).add(o)
         j = i + 1
         pending_allocs = []
         while j < len(nodes):
@@ -67,13 +72,19 @@ def plan(nodes, roots) -> list:
                 break
             ins = [o for o in m.ins if isinstance(o, ir.Access)]
             clash = [o for o in ins if roots(o.buffer) in written and written[roots(o.buffer)] != o]
-            if clash or roots(m.out.buffer) in touched:
+            out_root = roots(m.out.buffer)
+            # writing a buffer the run already touched is fine only element for element: an in-place
+            # update (`t[...] = f(t, ...)`) of the identical access that every member read it through
+            in_place = (written.get(out_root) == m.out
+                        and all(o == m.out for o in read.get(out_root, ())))
+            if clash or ((out_root in written or out_root in read) and not in_place):
                 break
             members.append(m)
             allocs += pending_allocs
             pending_allocs = []
-            written[roots(m.out.buffer)] = m.out
-            touched |= {roots(m.out.buffer)} | {roots(o.buffer) for o in ins}
+            written[out_root] = m.out
+            for o in ins:
+                read.setdefault(roots(o.buffer), set()).add(o)
             j += 1
         if len(members) >= 2:
             out.append(allocs + members)
@@ -120,12 +131,15 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
     vec = (all(_vectorizable(em, m, shape, ins, False, None) for m, ins, _ in items)
            and (mask is None or vax not in mask.vars()))
 
+    # a member whose element a later member overwrites in place needs no store of its own
+    overwritten = {k for k, m in enumerate(members) if any(x.out == m.out for x in members[k + 1:])}
+
     def body(env):
         em.fused = {}
         try:
-            for m, ins, fn in items:
+            for k, (m, ins, fn) in enumerate(items):
                 v = fn(env)
-                if m.out.buffer not in elided:
+                if m.out.buffer not in elided and k not in overwritten:
                     em.store_raw(m.out, env, v)
                 em.fused[m.out] = v
         finally:

@@ -316,6 +316,22 @@ def _bn_stats(em, instr, ctx):
                 em.store_raw(dst, {**penv, axis_var(1): str(j)}, _finish(em, dst, v, "f32"))
 
 
+def _masked_operand(em, instr, ctx, slow, src: ir.Access, env: dict, rows: RowAny, default: str) -> str:
+    """src's f32 value at env, or `default` (an LLVM float constant) where the instruction's mask
+    is off; a masked-in element marks its row (per-partition outputs are written only for those)."""
+    B = em.b
+    live = em.mask_value(instr.mask, env)
+    em.check_element(slow, live, ctx, env, (src,))
+    if live is None:
+        return em.operand(src, env, "f32")
+    cell = em.entry_alloca("float", "mv")
+    B.emit(f"store float {default}, ptr {cell}, align 4")
+    with B.if_(live, "mvl"):
+        rows.mark()
+        B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {cell}, align 4")
+    return B.op(f"load float, ptr {cell}, align 4")
+
+
 @rule("llvm", "bn_aggr")
 def _bn_aggr(em, instr, ctx):
     B = em.b
@@ -333,17 +349,7 @@ def _bn_aggr(em, instr, ctx):
             for j in range(3):
                 f = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {t}, 3')}, {j}")
                 env = _unflatten(em, f, src.shape, 1, penv)
-                live = em.mask_value(instr.mask, env)
-                em.check_element(slow, live, ctx, env, (src,))
-                x = em.operand(src, env, "f32") if live is None else None
-                if live is not None:
-                    cell = em.entry_alloca("float", "bv")
-                    B.emit(f"store float 0.0, ptr {cell}, align 4")
-                    with B.if_(live, "bl"):
-                        rows.mark()
-                        B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {cell}, align 4")
-                    x = B.op(f"load float, ptr {cell}, align 4")
-                vals.append(x)
+                vals.append(_masked_operand(em, instr, ctx, slow, src, env, rows, "0.0"))
             nb, mb, m2b = vals
             na = B.op(f"load float, ptr {st['na']}, align 4")
             ma = B.op(f"load float, ptr {st['ma']}, align 4")
@@ -386,17 +392,7 @@ def _max8(em, instr, ctx):
         B.emit(f"store i64 0, ptr {filled}, align 8")
         rows.reset()
         with em.elements(src.shape, penv, start=1) as env:
-            live = em.mask_value(instr.mask, env)
-            em.check_element(slow, live, ctx, env, (src,))
-            if live is None:
-                x = em.operand(src, env, "f32")
-            else:
-                tmp = em.entry_alloca("float", "mx")
-                B.emit(f"store float 0xFFF0000000000000, ptr {tmp}, align 4")
-                with B.if_(live, "xm"):
-                    rows.mark()
-                    B.emit(f"store float {em.operand(src, env, 'f32')}, ptr {tmp}, align 4")
-                x = B.op(f"load float, ptr {tmp}, align 4")
+            x = _masked_operand(em, instr, ctx, slow, src, env, rows, "0xFFF0000000000000")     # -inf
             isnan = B.op(f"fcmp uno float {x}, 0.0")
             ck = B.op(f"select i1 {isnan}, float 0x7FF0000000000000, float {x}")
             cv = x

@@ -54,14 +54,8 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
             fn = f"llvm.s{op[:3]}.{em.sfx('i64')}"
             em.declare(f"declare {I} @{fn}({I}, {I})")
             return B.op(f"call {I} @{fn}({I} {a}, {I} {b_})")
-        if op in _ICMP:
-            c = B.op(f"icmp {_ICMP[op]} {I} {a}, {b_}")
-            return B.op(f"zext {I1} {c} to {I}")
-        if op in _LOGIC:
-            ca = B.op(f"icmp ne {I} {a}, {zero}")
-            cb = B.op(f"icmp ne {I} {b_}, {zero}")
-            c = B.op(f"{_LOGIC[op]} {I1} {ca}, {cb}")
-            return B.op(f"zext {I1} {c} to {I}")
+        if op in _ICMP or op in _LOGIC:
+            return _truth(B, op, a, b_, I, I1, "icmp", _ICMP, "ne", zero, "zext")
         if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
             return B.op(f"{op[8:]} {I} {a}, {b_}")
         if op in ("left_shift", "right_shift"):
@@ -107,15 +101,21 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
         r = B.op(f"select {F1} {pick_a}, {F} {a}, {F} {r}")
         nan = B.op(f"fcmp uno {F} {a}, {b_}")
         return B.op(f"select {F1} {nan}, {F} {em.splat(f32_bits(0x7FC00000), 'float')}, {F} {r}")
-    if op in _FCMP:
-        c = B.op(f"fcmp {_FCMP[op]} {F} {a}, {b_}")
-        return B.op(f"uitofp {F1} {c} to {F}")
-    if op in _LOGIC:
-        ca = B.op(f"fcmp une {F} {a}, {fzero}")
-        cb = B.op(f"fcmp une {F} {b_}, {fzero}")
-        c = B.op(f"{_LOGIC[op]} {F1} {ca}, {cb}")
-        return B.op(f"uitofp {F1} {c} to {F}")
+    if op in _FCMP or op in _LOGIC:
+        return _truth(B, op, a, b_, F, F1, "fcmp", _FCMP, "une", fzero, "uitofp")
     raise NotImplementedError(f"fp32 ALU op {op}")
+
+
+def _truth(B, op: str, a: str, b_: str, T: str, T1: str, cmp: str, preds: dict, nonzero: str, zero: str,
+           widen: str) -> str:
+    """A comparison (`preds[op]`) or a logical op on the operands' truth (!= 0), as 1 / 0 of type T."""
+    if op in preds:
+        c = B.op(f"{cmp} {preds[op]} {T} {a}, {b_}")
+    else:
+        ca = B.op(f"{cmp} {nonzero} {T} {a}, {zero}")
+        cb = B.op(f"{cmp} {nonzero} {T} {b_}, {zero}")
+        c = B.op(f"{_LOGIC[op]} {T1} {ca}, {cb}")
+    return B.op(f"{widen} {T1} {c} to {T}")
 
 
 def alu_rev(em, op: str, x: str, y: str, dom: str, reverse: bool, width: int = 64) -> str:

@@ -454,23 +454,31 @@ def check_dtype(tile, want: str, what: str = "result") -> None:
     assert tile.dtype_name == want, f"{what} has dtype {tile.dtype_name}, expected {want}"
 
 
+def ragged_map(out, arrays, P: int, FT: int, body, load_dtype=None, out_dt=None) -> None:
+    """Inside a kernel: walk `out` ([n, F]) in ragged [P, FT] tiles masked `(i*P + ip < n) &
+    (j*FT + jf < F)`; per tile load each of `arrays` (same shape; `dtype=load_dtype` when given),
+    compute body(*tiles, mask) (its dtype checked against out_dt when given) and store it."""
+    n, F = out.shape
+    ip = nl.arange(P)[:, None]
+    jf = nl.arange(FT)[None, :]
+    for i in nl.affine_range(cdiv(n, P)):
+        for j in nl.affine_range(cdiv(F, FT)):
+            m = (i * P + ip < n) & (j * FT + jf < F)
+            extra = {} if load_dtype is None else {"dtype": load_dtype}
+            tiles = [nl.load(a[i * P + ip, j * FT + jf], mask=m, **extra) for a in arrays]
+            r = body(*tiles, m)
+            if out_dt is not None:
+                check_dtype(r, out_dt)
+            nl.store(out[i * P + ip, j * FT + jf], value=r, mask=m)
+
+
 def map2_kernel(body):
     """kernel(a, b, P, FT, out_dt): a and b are [n, F]; each ragged [P, FT] tile of the output is
     body(x_tile, y_tile, mask) (checked to have dtype out_dt at trace time)."""
     @nki.jit
     def kernel(a, b, P, FT, out_dt):
-        n, F = a.shape
-        out = nl.ndarray((n, F), dtype=out_dt, buffer=nl.shared_hbm)
-        ip = nl.arange(P)[:, None]
-        jf = nl.arange(FT)[None, :]
-        for i in nl.affine_range(cdiv(n, P)):
-            for j in nl.affine_range(cdiv(F, FT)):
-                m = (i * P + ip < n) & (j * FT + jf < F)
-                x = nl.load(a[i * P + ip, j * FT + jf], mask=m)
-                y = nl.load(b[i * P + ip, j * FT + jf], mask=m)
-                r = body(x, y, m)
-                check_dtype(r, out_dt)
-                nl.store(out[i * P + ip, j * FT + jf], value=r, mask=m)
+        out = nl.ndarray(a.shape, dtype=out_dt, buffer=nl.shared_hbm)
+        ragged_map(out, (a, b), P, FT, body, out_dt=out_dt)
         return out
     return kernel
 
@@ -479,17 +487,8 @@ def map1_kernel(body):
     """kernel(a, P, FT, out_dt): like map2_kernel with one input."""
     @nki.jit
     def kernel(a, P, FT, out_dt):
-        n, F = a.shape
-        out = nl.ndarray((n, F), dtype=out_dt, buffer=nl.shared_hbm)
-        ip = nl.arange(P)[:, None]
-        jf = nl.arange(FT)[None, :]
-        for i in nl.affine_range(cdiv(n, P)):
-            for j in nl.affine_range(cdiv(F, FT)):
-                m = (i * P + ip < n) & (j * FT + jf < F)
-                x = nl.load(a[i * P + ip, j * FT + jf], mask=m)
-                r = body(x, m)
-                check_dtype(r, out_dt)
-                nl.store(out[i * P + ip, j * FT + jf], value=r, mask=m)
+        out = nl.ndarray(a.shape, dtype=out_dt, buffer=nl.shared_hbm)
+        ragged_map(out, (a,), P, FT, body, out_dt=out_dt)
         return out
     return kernel
 

@@ -25,7 +25,7 @@ from nki_lite.testing import assert_close
 
 from .oracle import (ARITH, BITWISE, COMPARE, FLOATS, INTS, LOGICAL, F32, Scalar, assert_bits, canon, cdiv,
                      check_dtype, convert_ref, i64_to, f32_to, fast, fp32math_fn, from_f64, map1_kernel, map2_kernel, ragged_cases,
-                     ref_ops, related, storage, values, widen)
+                     ragged_map, ref_ops, related, storage, values, widen)
 
 FLOAT_BINARY = ARITH + COMPARE + LOGICAL
 INT_BINARY = ARITH + COMPARE + LOGICAL + BITWISE
@@ -761,21 +761,14 @@ def test_where(dt, form, case):
     sx = -1.5 if dt in FLOATS else 3
     xs = {"tile-tile": ("a", "b"), "tile-scalar": ("a", sx), "scalar-tile": (sx, "b")}[form]
 
+    def body(ta, tb, cc, m):
+        tiles = {"a": ta, "b": tb}
+        return nl.where(cc, *[tiles[v] if isinstance(v, str) else v for v in xs])
+
     @nki.jit
     def k(a, b, c, P, FT, out_dt):
-        n, F = a.shape
-        out = nl.ndarray((n, F), dtype=out_dt, buffer=nl.shared_hbm)
-        ip = nl.arange(P)[:, None]
-        jf = nl.arange(FT)[None, :]
-        for i in nl.affine_range(cdiv(n, P)):
-            for j in nl.affine_range(cdiv(F, FT)):
-                m = (i * P + ip < n) & (j * FT + jf < F)
-                tiles = {"a": nl.load(a[i * P + ip, j * FT + jf], mask=m),
-                         "b": nl.load(b[i * P + ip, j * FT + jf], mask=m)}
-                cc = nl.load(c[i * P + ip, j * FT + jf], mask=m)
-                r = nl.where(cc, *[tiles[v] if isinstance(v, str) else v for v in xs])
-                check_dtype(r, out_dt)
-                nl.store(out[i * P + ip, j * FT + jf], value=r, mask=m)
+        out = nl.ndarray(a.shape, dtype=out_dt, buffer=nl.shared_hbm)
+        ragged_map(out, (a, b, c), P, FT, body, out_dt=out_dt)
         return out
 
     dts = [dt if isinstance(v, str) else D.scalar_dtype(v) for v in xs]

@@ -23,7 +23,7 @@ from nki_lite.runtime.interpreter import SENTINEL
 
 from .kernels.tutorial_style import spmd_add
 from .oracle import (ALL, ALL_WITH_BOOL, FLOATS, F32, assert_bits, cdiv, check_dtype, convert_ref, f32_to,
-                     fast, i64_to, map1_kernel, ragged_cases, ref_ops, storage, values)
+                     fast, i64_to, map1_kernel, ragged_cases, ragged_map, ref_ops, storage, values)
 
 HERE = os.path.abspath(__file__)
 
@@ -58,16 +58,8 @@ def test_load_with_dtype(src, dst, case):
 
     @nki.jit
     def k(a, P, FT):
-        n, F = a.shape
-        out = nl.ndarray((n, F), dtype=dst, buffer=nl.shared_hbm)
-        ip = nl.arange(P)[:, None]
-        jf = nl.arange(FT)[None, :]
-        for i in nl.affine_range(cdiv(n, P)):
-            for j in nl.affine_range(cdiv(F, FT)):
-                m = (i * P + ip < n) & (j * FT + jf < F)
-                x = nl.load(a[i * P + ip, j * FT + jf], mask=m, dtype=dst)
-                check_dtype(x, dst)
-                nl.store(out[i * P + ip, j * FT + jf], value=x, mask=m)
+        out = nl.ndarray(a.shape, dtype=dst, buffer=nl.shared_hbm)
+        ragged_map(out, (a,), P, FT, lambda x, m: x, load_dtype=dst, out_dt=dst)
         return out
 
     assert_bits(k(a, case.P, case.FT), convert_ref(a, src, dst), f"load {src} as {dst}")
@@ -82,14 +74,8 @@ def test_store_converts_to_destination_dtype(src, dst, case):
     a = values(rng, case.shape, src)
     @nki.jit
     def k(a, P, FT):
-        n, F = a.shape
-        out = nl.ndarray((n, F), dtype=dst, buffer=nl.shared_hbm)
-        ip = nl.arange(P)[:, None]
-        jf = nl.arange(FT)[None, :]
-        for i in nl.affine_range(cdiv(n, P)):
-            for j in nl.affine_range(cdiv(F, FT)):
-                m = (i * P + ip < n) & (j * FT + jf < F)
-                nl.store(out[i * P + ip, j * FT + jf], value=nl.load(a[i * P + ip, j * FT + jf], mask=m), mask=m)
+        out = nl.ndarray(a.shape, dtype=dst, buffer=nl.shared_hbm)
+        ragged_map(out, (a,), P, FT, lambda x, m: x)         # the store converts
         return out
 
     assert_bits(k(a, case.P, case.FT), convert_ref(a, src, dst), f"store {src} into {dst}")

@@ -609,24 +609,15 @@ TT_INT_OPS = {"np.bitwise_and": (np.bitwise_and, "bitwise_and"), "nl.bitwise_or"
               "nl.right_shift": (nl.right_shift, "right_shift")}
 
 
-@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16", "float8_e5m2", "int32", "uint8"])
-@pytest.mark.parametrize("opname", list(TT_OPS))
+@pytest.mark.parametrize("opname, dt", [(o, dt) for dt in ["float32", "bfloat16", "float16", "float8_e5m2", "int32", "uint8"]
+                                         for o in TT_OPS]
+                         + [(o, dt) for dt in ["int8", "uint16", "int32", "uint32"] for o in TT_INT_OPS])
 @fast(2)
 @given(case=ragged_cases())
 def test_isa_tensor_tensor(opname, dt, case):
-    op, name = TT_OPS[opname]
-    rng = np.random.default_rng(case.seed)
-    a, b = _operands(rng, case, dt, name)
-    k = map2_kernel(lambda x, y, m: nisa.tensor_tensor(x, y, op=op))
-    assert_bits(k(a, b, case.P, case.FT, dt), ref_ops([name], a, dt, [(b, dt)], dt), f"tensor_tensor {opname} {dt}")
-
-
-@pytest.mark.parametrize("dt", ["int8", "uint16", "int32", "uint32"])
-@pytest.mark.parametrize("opname", list(TT_INT_OPS))
-@fast(2)
-@given(case=ragged_cases())
-def test_isa_tensor_tensor_bitwise(opname, dt, case):
-    op, name = TT_INT_OPS[opname]
+    """nisa.tensor_tensor with ops given as numpy ufuncs, nl functions and strings (bitwise ones on
+    integer dtypes)."""
+    op, name = {**TT_OPS, **TT_INT_OPS}[opname]
     rng = np.random.default_rng(case.seed)
     a, b = _operands(rng, case, dt, name)
     k = map2_kernel(lambda x, y, m: nisa.tensor_tensor(x, y, op=op))

@@ -58,22 +58,23 @@ def f32(*shape, lo=0.0, hi=1.0):
 
 # ---------------------------------------------------------------- the checks
 
+def _tensor_add(root, path: str, kernel: str, shape: tuple) -> None:
+    """One of the tutorials' tensor-add kernels: exact against numpy."""
+    a, b = f32(*shape), f32(*shape)
+    close(getattr(load(root, path), kernel)(a, b), a + b, 0, 0)
+
+
 def getting_started(root):
-    m = load(root, "getting_started_baremetal.py")
-    a, b = f32(128, 512), f32(128, 512)
-    close(m.nki_tensor_add_kernel(a, b), a + b, 0, 0)
+    _tensor_add(root, "getting_started_baremetal.py", "nki_tensor_add_kernel", (128, 512))
 
 
 def spmd_tensor_add(root):
-    m = load(root, "tensor_addition/spmd_tensor_addition_nki_kernels.py")
-    a, b = f32(256, 1024), f32(256, 1024)
-    close(m.nki_tensor_add(a, b), a + b, 0, 0)
+    _tensor_add(root, "tensor_addition/spmd_tensor_addition_nki_kernels.py", "nki_tensor_add", (256, 1024))
 
 
 def spmd_multiple_nc_add(root):
-    m = load(root, "tensor_addition/spmd_multiple_nc_tensor_addition_nki_kernels.py")
-    a, b = f32(512, 2048), f32(512, 2048)
-    close(m.nki_tensor_add_nc2(a, b), a + b, 0, 0)
+    _tensor_add(root, "tensor_addition/spmd_multiple_nc_tensor_addition_nki_kernels.py", "nki_tensor_add_nc2",
+                (512, 2048))
 
 
 def transpose2d(root):

@@ -136,12 +136,18 @@ def test_mutable_tensor_must_be_returned():
     assert ei.value.name == "mutable_not_returned"
 
 
-def test_inputs_are_never_mutated():
+def _copy_kernel():
+    """A fresh kernel returning a copy of its input."""
     @nki.jit
     def k(x):
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
         nl.store(out, nl.load(x))
         return out
+    return k
+
+
+def test_inputs_are_never_mutated():
+    k = _copy_kernel()
 
     a = np.ones((2, 2), np.float32)
     out = k(a)
@@ -166,11 +172,7 @@ def test_tuple_returns_and_constants():
 
 
 def test_non_contiguous_and_array_like_inputs():
-    @nki.jit
-    def k(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        nl.store(out, nl.load(x))
-        return out
+    k = _copy_kernel()
 
     base = np.arange(32, dtype=np.float32).reshape(4, 8)
     view = base[:, ::2]

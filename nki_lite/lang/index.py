@@ -214,8 +214,8 @@ def arange(*args) -> Index:
     if not all(isinstance(a, (int, np.integer)) for a in (start, stop)):
         raise _err("bad_index", "nl.arange bounds must be Python ints known at trace time")
     n = int(stop) - int(start)
-    if n <= 0:
-        raise _err("bad_index", f"nl.arange({start}, {stop}) is empty")
+    if n < 0:                          # n == 0 is an empty axis (an empty tensor's tiles)
+        raise _err("bad_index", f"nl.arange({start}, {stop}) has stop < start")
     return Index(Affine.make(int(start), {axis_var(0): 1}), 1, {0: n})
 
 

@@ -82,8 +82,9 @@ def check_shape(shape, loc: Loc) -> tuple[tuple[int, ...], int]:
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
             raise errors.make("rank", f"shape entries must be Python ints known at trace time, got {s!r} in {shape}",
                               loc=loc, hint="shapes cannot depend on loop variables or program ids")
-        if s <= 0:
-            raise errors.make("rank", f"shape {tuple(int(x) for x in dims)} has a non-positive dimension", loc=loc)
+        if s < 0:                      # 0 is legal: empty tensors flow through (empty in, empty out)
+            raise errors.make("shape_mismatch", f"shape {tuple(int(x) for x in dims)} has a negative dimension",
+                              loc=loc)
     if len(par_axes) > 1:
         raise errors.make("rank", "at most one nl.par_dim per shape", loc=loc)
     return tuple(int(s) for s in dims), (par_axes[0] if par_axes else 0)

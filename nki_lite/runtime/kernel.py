@@ -11,8 +11,10 @@ Contract:
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
+import struct
 import os
 import logging
 import threading
@@ -34,31 +36,64 @@ log = logging.getLogger("nki_lite")
 _LEGACY_MODES = {"auto": "auto", "simulation": "interpret", "baremetal": "auto", "benchmark": "auto",
                  "interpret": "interpret", "jit": "jit", None: None}
 TARGETS = ("trn1", "trn2", "trn3")
+
+# Decorator options NKI's @nki.jit / nki.baremetal / benchmark / profile accept (both dialects) that
+# only steer the Neuron compiler, runtime or framework glue: accepted, recorded in `Kernel.options`,
+# otherwise ignored (docs/status.md). Anything else is a misspelling until shown otherwise.
+IGNORED_JIT_OPTIONS = frozenset({
+    "additional_compile_opt", "show_compiler_tb", "debug_kernel", "experimental_flags", "kernel_return",
+    "compile_config", "specialization_config", "save_neff_name", "save_trace_name", "artifacts_dir",
+    "enable_out_of_bound_check", "working_directory", "warmup", "iters", "profile_nth", "benchmark_name",
+    "overwrite", "num_cores", "enable_cache",
+})
 _TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
 
 def _const_key(v):
-    if isinstance(v, np.dtype):            # numpy ignores metadata in ==/hash: keep tfloat32 distinct
+    """Cache key of a trace-time constant: two constants share a key only if every trace could not
+    tell them apart. `==`/hash is not enough: 0.0 == -0.0, True == 1 == 1.0, NaN != NaN (payloads
+    differ too), np.float32(1) == 1.0, and numpy dtypes ignore metadata (tfloat32)."""
+    if isinstance(v, np.dtype):
         try:
             return ("dtype", D.name_of(v))
         except D.UnknownDType:
-            pass
+            return ("dtype", v.str, repr(v))
+    if isinstance(v, float):                       # bits: signed zeros and NaN payloads stay apart
+        return (type(v), struct.pack("<d", v))
+    if isinstance(v, complex):
+        return (type(v), struct.pack("<dd", v.real, v.imag))
+    if isinstance(v, np.generic):                  # numpy scalars: their type and their bytes
+        return (type(v), v.tobytes())
+    if isinstance(v, (tuple, list, frozenset)):
+        items = sorted(map(_const_key, v), key=repr) if isinstance(v, frozenset) else map(_const_key, v)
+        return (type(v), tuple(items))
+    if isinstance(v, dict):
+        return (type(v), tuple((_const_key(k), _const_key(x)) for k, x in v.items()))
+    if isinstance(v, np.ndarray):                  # an array inside a constant: by value, exactly
+        return (np.ndarray, v.shape, v.dtype.str, v.tobytes())
     try:
         hash(v)
-        return (type(v).__qualname__, v)
+        return (type(v), v)
     except TypeError:
-        return (type(v).__qualname__, repr(v))
+        return (type(v), repr(v))
 
 
 def _to_array(name: str, value, loc):
-    if isinstance(value, type):          # dtype classes (np.float16, ml_dtypes.bfloat16) are constants
+    if isinstance(value, (type, np.generic)):  # dtype classes and numpy scalars are trace-time constants
         return value
     if isinstance(value, (np.ndarray, TensorSpec)):
         arr = value
-    elif hasattr(value, "__dlpack__") and hasattr(value, "device") and "cuda" in str(getattr(value, "device", "")):
-        raise errors.make("argument", f"argument '{name}' is on a GPU device; move it to the CPU first", loc=loc)
+    elif _on_accelerator(value):
+        raise errors.make("argument", f"argument '{name}' is on a GPU/accelerator device; move it to the CPU "
+                          "first", loc=loc, hint="e.g. tensor.cpu() or jax.device_get(array)")
     elif hasattr(value, "__array__") and not isinstance(value, (list, tuple, int, float, bool, str)):
         arr = np.asarray(value)
+    elif hasattr(value, "__dlpack__"):            # CPU tensors that only speak DLPack: no copy
+        try:
+            arr = np.from_dlpack(value)
+        except (TypeError, ValueError, BufferError, RuntimeError) as e:
+            raise errors.make("argument", f"argument '{name}' could not be read through DLPack: {e}", loc=loc,
+                              hint="pass a numpy array") from None
     else:
         return value
     if isinstance(arr, np.ndarray):
@@ -73,6 +108,20 @@ def _to_array(name: str, value, loc):
             raise errors.make("argument", f"argument '{name}' is a 0-d array; pass a Python scalar for a "
                               "trace-time constant or a 1-element array", loc=loc)
     return arr
+
+
+_DLPACK_CPU = 1                                   # DLDeviceType kDLCPU
+
+
+def _on_accelerator(value) -> bool:
+    """True for DLPack tensors on a device other than the CPU (also torch's `.device` spelling)."""
+    dev = getattr(value, "__dlpack_device__", None)
+    if callable(dev):
+        try:
+            return int(dev()[0]) != _DLPACK_CPU
+        except Exception:                          # a malformed device query: let the array paths decide
+            return False
+    return hasattr(value, "__dlpack__") and "cuda" in str(getattr(value, "device", ""))
 
 
 class Kernel:
@@ -91,6 +140,7 @@ class Kernel:
         if self.target is not None and self.target not in TARGETS:
             raise errors.make("argument", f"unknown target {target!r}; use one of {TARGETS}", loc=fn_loc(fn))
         self.grid = grid
+        _check_options(options, fn)
         self.options = options
         self.signature = inspect.signature(fn)
         self._cache: OrderedDict = OrderedDict()
@@ -144,7 +194,52 @@ class Kernel:
         bound.apply_defaults()
         for name in list(bound.arguments):
             bound.arguments[name] = _to_array(name, bound.arguments[name], loc)
+        self._check_declared(bound)
         return bound
+
+    def _declared_specs(self) -> dict:
+        """Parameter annotations that declare a shape or dtype (`x: nt.tensor[[128, 512], nl.bfloat16]`),
+        resolved once. String annotations (`from __future__ import annotations`) are evaluated in the
+        kernel's globals; one that cannot be evaluated declares nothing."""
+        specs = self.__dict__.get("_specs")
+        if specs is None:
+            specs = {}
+            for name, p in self.signature.parameters.items():
+                ann = p.annotation
+                if isinstance(ann, str):
+                    try:
+                        ann = eval(ann, dict(getattr(self.fn, "__globals__", {})))  # noqa: S307 - the user's own code
+                    except Exception:                     # names bound later or only for type checkers
+                        continue
+                if isinstance(ann, TensorSpec) and (ann.shape is not None or ann.dtype is not None):
+                    specs[name] = ann
+            self._specs = specs
+        return specs
+
+    def _check_declared(self, bound) -> None:
+        for name, spec in self._declared_specs().items():
+            a = bound.arguments.get(name)
+            if not isinstance(a, (np.ndarray, TensorSpec)):
+                continue
+            got_shape = tuple(a.shape) if a.shape is not None else None
+            shape_bad = spec.shape is not None and got_shape != tuple(spec.shape)
+            dtype_bad = False
+            if spec.dtype is not None:
+                try:
+                    want = D.name_of(spec.dtype)
+                    got = D.name_of(a.dtype if a.dtype is not None else np.float32)
+                    dtype_bad = want != got
+                except D.UnknownDType:
+                    pass
+            if shape_bad or dtype_bad:
+                what = []
+                if shape_bad:
+                    what.append(f"shape {got_shape} (declared {tuple(spec.shape)})")
+                if dtype_bad:
+                    what.append(f"dtype {got} (declared {want})")
+                raise errors.make("argument", f"argument '{name}' has " + " and ".join(what) +
+                                  f"; the kernel declares {name}: {_spec_text(spec)}", loc=fn_loc(self.fn),
+                                  hint="pass an array of the declared shape and dtype, or change the annotation")
 
     def key(self, bound, target: str) -> tuple:
         parts = []
@@ -186,7 +281,7 @@ class Kernel:
         if (not kwargs or only_out) and mode is None and target is None:
             outs = _as_tuple(kwargs["out"]) if only_out else None
             try:
-                fast = self._fast.get((_env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs)))
+                fast = self._fast.get((self.grid, _env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs)))
             except TypeError:                      # an unhashable constant: take the general path
                 fast = None
             if fast is not None:
@@ -260,11 +355,10 @@ class Kernel:
         res = {}
         for name, a in zip(names, arrays):
             b = kernel.buffer(name)
-            ok = (isinstance(a, np.ndarray) and a.shape == b.shape and a.dtype == D.storage(b.dtype)
-                  and a.flags.c_contiguous and a.flags.writeable and a.flags.aligned)
-            if not ok:
-                raise errors.make("argument", f"out= array for '{name}' must be a writable C-contiguous "
-                                  f"{b.dtype} array of shape {b.shape}", loc=fn_loc(self.fn))
+            problem = _out_problem(a, b)
+            if problem:
+                raise errors.make("argument", f"out= array for '{name}' {problem}; it must be a writable "
+                                  f"C-contiguous {b.dtype} array of shape {b.shape}", loc=fn_loc(self.fn))
             if any(isinstance(v, np.ndarray) and np.may_share_memory(a, v) for v in bound.arguments.values()):
                 raise errors.make("argument", f"out= array for '{name}' overlaps an input argument",
                                   loc=fn_loc(self.fn), hint="pass a separate output array")
@@ -359,7 +453,7 @@ class Kernel:
             return tuple(bufs[i] for i in out_index)
 
         try:
-            key = (_env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs))
+            key = (self.grid, _env_stamp(), tuple(map(_fast_key, args)), _outs_key(outs))
         except TypeError:
             return                                      # unhashable constants: no fast path
         with self._lock:
@@ -420,12 +514,13 @@ def _outs_key(outs: tuple | None):
 
 
 def _fast_key(a):
+    """Fast-path key of one argument: arrays by layout (the launcher re-checks nothing else, so
+    alignment is part of the key), constants exactly as the trace cache keys them."""
     if isinstance(a, np.ndarray):
-        return (a.shape, a.dtype, a.strides)
-    if isinstance(a, np.dtype):
-        return _const_key(a)                       # keeps tfloat32 apart from float32
-    hash(a)                                        # raises TypeError for unhashable constants
-    return (type(a), a)
+        return (a.shape, a.dtype, a.strides, a.flags.aligned)
+    if isinstance(a, (list, dict)):
+        raise TypeError("mutable constant")        # the general path keys it by value each call
+    return _const_key(a)
 
 
 class NkiLitePerformanceWarning(UserWarning):
@@ -440,6 +535,47 @@ def _warn_once(key: str, message: str, category=UserWarning) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         warnings.warn(message, category, stacklevel=4)
+
+
+def _out_problem(a, b: ir.Buffer) -> str | None:
+    """What is wrong with an `out=` array for buffer b, in words (None: nothing)."""
+    if not isinstance(a, np.ndarray):
+        return f"is a {type(a).__name__}, not a numpy array"
+    want = D.storage(b.dtype)
+    if a.dtype != want:
+        return f"has dtype {a.dtype} (the output is {b.dtype}, stored as {want})"
+    if a.shape != tuple(b.shape):
+        return f"has shape {a.shape} (the output's shape is {tuple(b.shape)})"
+    if not a.flags.writeable:
+        return "is read-only"
+    if not a.flags.c_contiguous:
+        return f"is not C-contiguous (strides {a.strides})"
+    if not a.flags.aligned:
+        return "is not aligned to its element size"
+    return None
+
+
+def _spec_text(spec: TensorSpec) -> str:
+    kind = "nt.mutable_tensor" if spec.mutable else "nt.tensor"
+    parts = [str(list(spec.shape))] if spec.shape is not None else []
+    if spec.dtype is not None:
+        try:
+            parts.append(D.name_of(spec.dtype))
+        except D.UnknownDType:
+            parts.append(repr(spec.dtype))
+    return f"{kind}[{', '.join(parts)}]"
+
+
+def _check_options(options: dict, fn) -> None:
+    """Unknown decorator options are errors with a did-you-mean hint: `@nki.jit(stirct=True)` must
+    not silently do nothing."""
+    for name in options:
+        if name not in IGNORED_JIT_OPTIONS:
+            known = sorted(IGNORED_JIT_OPTIONS | {"mode", "target", "platform_target"})
+            close = difflib.get_close_matches(name, known, n=1)
+            raise errors.make("argument", f"unknown @nki.jit option {name}=", loc=fn_loc(fn),
+                              hint=(f"did you mean {close[0]}=? " if close else "") +
+                              "options: " + ", ".join(known))
 
 
 def jit(func=None, *, mode: str | None = None, target: str | None = None, platform_target: str | None = None,

@@ -323,6 +323,8 @@ class Emitter:
                 continue
             buf = self.bufs[acc.buffer]
             shape = acc.shape
+            if 0 in shape:                          # an empty access touches nothing: vacuously in bounds
+                continue
             ext = {axis_var(a): n for a, n in enumerate(shape)}
             for d, e in enumerate(acc.index):
                 base = Affine(e.const, tuple((v, c) for v, c in e.terms if not v.startswith("@")))

@@ -6,8 +6,9 @@ interpreter before and after). `run_default(kernel)` is the pipeline all backend
 from __future__ import annotations
 
 from ..ir import Kernel
+from .drop_empty import drop_empty
 from .fold_copies import fold_copies
 
 
 def run_default(kernel: Kernel) -> Kernel:
-    return fold_copies(kernel)
+    return fold_copies(drop_empty(kernel))

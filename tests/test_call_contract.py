@@ -135,6 +135,12 @@ def test_unknown_decorator_option_is_an_error_with_a_suggestion():
         nki.jit(strict=True)(scale.fn)
 
 
+def test_baremetal_checks_its_options_too():
+    assert isinstance(nki.baremetal(save_neff_name="k.neff")(scale.fn), nki.Kernel)
+    with pytest.raises(errors.NkiLiteError, match="did you mean save_neff_name"):
+        nki.baremetal(save_nef_name="k.neff")(scale.fn)
+
+
 def test_documented_compiler_options_are_accepted():
     k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="enable-mutable-parameter",
                 additional_compile_opt="--O1")(scale.fn)

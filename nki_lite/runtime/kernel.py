@@ -598,8 +598,10 @@ def baremetal(kernel=None, **options):
     """nki.baremetal: legacy "compile and run on the device" -> runs on the CPU interpreter here.
     save_neff_name / save_trace_name / additional_compile_opt / artifacts_dir are accepted and ignored."""
     def wrap(fn):
-        k = fn if isinstance(fn, Kernel) else Kernel(fn)
-        return k
+        if isinstance(fn, Kernel):
+            _check_options(options, fn.fn)
+            return fn
+        return Kernel(fn, **options)
     if kernel is not None and callable(kernel):
         return wrap(kernel)
     return wrap

@@ -131,8 +131,21 @@ def test_unknown_decorator_option_is_an_error_with_a_suggestion():
             return a
     assert ei.value.code == "NL-E901" and "platfrom_target" in str(ei.value)
     assert "did you mean platform_target" in str(ei.value)
-    with pytest.raises(errors.NkiLiteError, match="strict="):
-        nki.jit(strict=True)(scale.fn)
+    with pytest.raises(errors.NkiLiteError, match="did you mean strict"):
+        nki.jit(stirct=True)(scale.fn)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_strict_refuses_to_copy_a_strided_argument(mode, monkeypatch):
+    k = nki.jit(strict=True)(scale.fn)
+    x = np.ones((8, 4), np.float32)
+    assert np.array_equal(k(x, 2.0, mode=mode), 2 * x)
+    with pytest.raises(errors.NkiLiteError, match="strict=True refuses"):
+        k(np.ones((4, 8), np.float32).T, 2.0, mode=mode)
+    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    with pytest.warns(UserWarning, match="copies it"):          # without strict: a copy and a warning
+        r = nki.jit(scale.fn)(np.ones((4, 8), np.float32).T, 2.0, mode="jit")
+    assert np.array_equal(r, np.full((8, 4), 2, np.float32))
 
 
 def test_baremetal_checks_its_options_too():

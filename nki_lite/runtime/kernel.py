@@ -46,6 +46,9 @@ IGNORED_JIT_OPTIONS = frozenset({
     "enable_out_of_bound_check", "working_directory", "warmup", "iters", "profile_nth", "benchmark_name",
     "overwrite", "num_cores", "enable_cache",
 })
+# nki_lite's own decorator options (honoured): strict=True turns the one-time copy warning for a
+# non-contiguous, unaligned or byte-swapped argument into an error (BAD_INPUTS row 8).
+NKI_LITE_JIT_OPTIONS = frozenset({"strict"})
 _TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
 
@@ -142,6 +145,7 @@ class Kernel:
         self.grid = grid
         _check_options(options, fn)
         self.options = options
+        self.strict = bool(options.get("strict", False))
         self.signature = inspect.signature(fn)
         self._cache: OrderedDict = OrderedDict()
         self._fast: dict = {}
@@ -193,7 +197,12 @@ class Kernel:
                               loc=loc) from None
         bound.apply_defaults()
         for name in list(bound.arguments):
-            bound.arguments[name] = _to_array(name, bound.arguments[name], loc)
+            bound.arguments[name] = a = _to_array(name, bound.arguments[name], loc)
+            if self.strict and isinstance(a, np.ndarray) and not (
+                    a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative):
+                raise errors.make("argument", f"argument '{name}' is not a C-contiguous, aligned, native-byte-order "
+                                  f"array (strides {a.strides}); strict=True refuses to copy it", loc=loc,
+                                  hint="pass np.ascontiguousarray(...), or drop strict=True to let nki_lite copy")
         self._check_declared(bound)
         return bound
 
@@ -570,8 +579,8 @@ def _check_options(options: dict, fn) -> None:
     """Unknown decorator options are errors with a did-you-mean hint: `@nki.jit(stirct=True)` must
     not silently do nothing."""
     for name in options:
-        if name not in IGNORED_JIT_OPTIONS:
-            known = sorted(IGNORED_JIT_OPTIONS | {"mode", "target", "platform_target"})
+        if name not in IGNORED_JIT_OPTIONS | NKI_LITE_JIT_OPTIONS:
+            known = sorted(IGNORED_JIT_OPTIONS | NKI_LITE_JIT_OPTIONS | {"mode", "target", "platform_target"})
             close = difflib.get_close_matches(name, known, n=1)
             raise errors.make("argument", f"unknown @nki.jit option {name}=", loc=fn_loc(fn),
                               hint=(f"did you mean {close[0]}=? " if close else "") +

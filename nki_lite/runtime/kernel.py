@@ -270,7 +270,13 @@ class Kernel:
                 self.stats["hits"] += 1
                 return hit
         self.stats["misses"] += 1
-        kernel = run_default(trace(self.fn, bound, self.grid, target))
+        try:
+            traced = trace(self.fn, bound, self.grid, target)
+        except (AttributeError, TypeError) as e:
+            if not isinstance(e, errors.NkiLiteError):
+                _blame_sequence_argument(bound, e, fn_loc(self.fn))
+            raise
+        kernel = run_default(traced)
         verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
@@ -562,6 +568,22 @@ def _out_problem(a, b: ir.Buffer) -> str | None:
     if not a.flags.aligned:
         return "is not aligned to its element size"
     return None
+
+
+def _numbers(v) -> bool:
+    return isinstance(v, (int, float, np.number)) or (isinstance(v, (list, tuple)) and len(v) > 0
+                                                       and all(map(_numbers, v)))
+
+
+def _blame_sequence_argument(bound, exc: Exception, loc) -> None:
+    """A Python list/tuple of numbers passed where the kernel uses a tensor fails inside the user's
+    code with `'list' object has no attribute 'shape'`: say which argument and how to fix it."""
+    for name, v in bound.arguments.items():
+        if isinstance(v, (list, tuple)) and _numbers(v) and type(v).__name__ in str(exc):
+            raise errors.make("argument", f"argument '{name}' is a Python {type(v).__name__}, and the kernel uses "
+                              f"it as a tensor ({exc})", loc=loc,
+                              hint=f"pass np.asarray({name}, dtype=np.float32) (lists and tuples are trace-time "
+                                   "constants)") from exc
 
 
 def _spec_text(spec: TensorSpec) -> str:

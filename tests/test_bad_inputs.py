@@ -1,0 +1,281 @@
+"""One regression test per row of shared/BAD_INPUTS.md, in both modes: the mistake raises the row's
+error class and code, at the kernel line marked `# MARK-Rn` (or, for call-site mistakes, at the
+kernel's definition). Rows whose behaviour is a warning or a result assert that instead."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nki_lite as nki
+import nki_lite.isa as nisa
+import nki_lite.language as nl
+import nki_lite.typing as nt
+from nki_lite import errors
+from tests.markers import line_of
+
+HERE = __file__
+MODES = ("interpret", "jit")
+F32 = np.float32
+
+
+def _out(shape, dtype=nl.float32):
+    return nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm)
+
+
+# ---------------------------------------------------------------- the kernels, one mistake each
+
+@nki.jit
+def r1_partition_limit(a):
+    t = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.sbuf)  # MARK-R1
+    out = _out(a.shape)
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def r2_free_limit(a):
+    out = _out((512, 128))
+    t = nl.load(a)
+    nl.store(out[0:128, 0:128], nisa.nc_transpose(t)[0:128, 0:128])  # MARK-R2
+    return out
+
+
+@nki.jit
+def r3_sbuf_capacity(a):
+    out = _out(a.shape)
+    t1 = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)  # MARK-R3
+    t2 = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+    nl.store(out, nl.add(t1[:, 0:8], t2[:, 0:8]))
+    return out
+
+
+@nki.jit
+def r4_psum_bank(a):
+    out = _out((128, 1024))
+    p = nl.zeros((128, 1024), dtype=nl.float32, buffer=nl.psum)  # MARK-R4
+    nl.store(out, nl.copy(p))
+    return out
+
+
+@nki.jit
+def r5_matmul_shape(a, b):
+    out = _out((128, 512))
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(out, nisa.nc_matmul(x, y))  # MARK-R5
+    return out
+
+
+@nki.jit
+def r6_matmul_dtype(a, b):
+    out = _out((128, 512), nl.int32)
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(out, nisa.nc_matmul(x, y))  # MARK-R6
+    return out
+
+
+@nki.jit
+def r7_memory_space(a):
+    out = _out(a.shape)
+    nl.store(out, nl.exp(a))  # MARK-R7
+    return out
+
+
+@nki.jit
+def copy_kernel(a):
+    out = _out(a.shape, a.dtype)
+    nl.store(out, nl.load(a))
+    return out
+
+
+@nki.jit
+def r9_declared(a: nt.tensor[[8, 16], nl.bfloat16]):
+    out = _out(a.shape, a.dtype)
+    nl.store(out, nl.load(a))
+    return out
+
+
+@nki.jit
+def r12_static_oob(a):
+    out = _out((128, 512))
+    t = nl.load(a[nl.arange(128)[:, None], 3600 + nl.arange(512)[None, :]])  # MARK-R12
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def r13_indirect_index(a, idx):
+    out = _out((128, 64))
+    ix = nl.load(idx)
+    nl.store(out, nl.load(a[ix, nl.arange(64)[None, :]]))  # MARK-R13
+    return out
+
+
+@nki.jit
+def r14_ragged_tail(a):
+    out = _out(a.shape)
+    for i in nl.affine_range(math.ceil(a.shape[0] / 128)):
+        t = nl.load(a[i * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]])  # MARK-R14
+        nl.store(out[i * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]], t)
+    return out
+
+
+@nki.jit
+def r15_loop_dependency(a):
+    out = _out((128, 64))
+    for i in nl.affine_range(4):
+        nl.store(out, nl.load(a[i * 128:(i + 1) * 128, :]))  # MARK-R15
+    return out
+
+
+@nki.jit
+def r16_write_input(a):
+    nl.store(a, nl.load(a))  # MARK-R16
+    return a
+
+
+@nki.jit
+def r18_output_not_written(a):
+    out = _out(a.shape)
+    for i in nl.affine_range(a.shape[0] // 256):  # MARK-R18
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(a[i * 128:(i + 1) * 128, :]))
+    return out
+
+
+@nki.jit
+def r19_control_flow_on_tile(a):
+    out = _out(a.shape)
+    t = nl.load(a)
+    if t[0, 0] > 0:  # MARK-R19
+        t = nl.exp(t)
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def r20_control_flow_on_index(a):
+    out = _out(a.shape)
+    ip = nl.arange(128)[:, None]
+    if ip < 64:  # MARK-R20
+        nl.store(out, nl.load(a))
+    return out
+
+
+@nki.jit
+def r25_empty(a):
+    out = _out(a.shape)
+    for i in nl.affine_range(math.ceil(a.shape[0] / 128)):
+        ip = nl.arange(128)[:, None]
+        jf = nl.arange(a.shape[1])[None, :]
+        nl.store(out[i * 128 + ip, jf], nl.load(a[i * 128 + ip, jf], mask=(i * 128 + ip < a.shape[0])),
+                 mask=(i * 128 + ip < a.shape[0]))
+    return out
+
+
+@nki.jit
+def r28_rank(a):
+    out = _out((128, 1))
+    t = nl.ndarray((128,), dtype=nl.float32, buffer=nl.sbuf)  # MARK-R28
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def r29_mixed_indexing(a):
+    out = _out((128, 64))
+    i = nl.arange(128)[:, None]
+    nl.store(out, nl.load(a[i, :]))  # MARK-R29
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+ONES = np.ones((128, 512), F32)
+SPEC = [
+    # row, kernel, args, error class, code name, where ("marker" or "def")
+    (1, r1_partition_limit, (ONES,), errors.ShapeError, "partition_limit", "MARK-R1"),
+    (2, r2_free_limit, (np.ones((128, 512), F32),), errors.ShapeError, "free_size_limit", "MARK-R2"),
+    # PENDING-MERGE (3, r3_sbuf_capacity, (np.ones((128, 8), F32),), errors.MemoryCapacityError, "sbuf_capacity", "MARK-R3"),
+    # PENDING-MERGE (4, r4_psum_bank, (ONES,), errors.MemoryCapacityError, "psum_bank", "MARK-R4"),
+    (5, r5_matmul_shape, (np.ones((64, 128), F32), np.ones((128, 512), F32)), errors.ShapeError,
+     "matmul_shape", "MARK-R5"),
+    (6, r6_matmul_dtype, (np.ones((128, 128), np.int32), np.ones((128, 512), np.int32)),
+     errors.KernelDTypeError, "dtype", "MARK-R6"),
+    (7, r7_memory_space, (ONES,), errors.MemorySpaceError, "memory_space", "MARK-R7"),
+    (9, r9_declared, (np.ones((8, 16), np.uint16),), errors.ArgumentError, "argument", "def"),
+    (10, copy_kernel, (ONES, ONES), errors.ArgumentError, "argument", "def"),
+    (11, copy_kernel, ([[1.0, 2.0]],), errors.ArgumentError, "argument", "def"),
+    (12, r12_static_oob, (np.ones((128, 4000), F32),), errors.IndexOutOfBoundsError, "out_of_bounds", "MARK-R12"),
+    # PENDING-MERGE (13, r13_indirect_index, (np.ones((256, 64), F32), np.zeros((128, 1), np.int32)), errors.UnsupportedError,
+    #  "unsupported", "MARK-R13"),
+    (14, r14_ragged_tail, (np.ones((300, 64), F32),), errors.IndexOutOfBoundsError, "ragged_tail", "MARK-R14"),
+    (15, r15_loop_dependency, (np.ones((512, 64), F32),), errors.DependencyError, "loop_dependency", "MARK-R15"),
+    (16, r16_write_input, (np.ones((128, 64), F32),), errors.ImmutableParameterError, "immutable_parameter",
+     "MARK-R16"),
+    (18, r18_output_not_written, (np.ones((128, 64), F32),), errors.OutputNotWrittenError, "output_not_written",
+     "MARK-R18"),
+    # PENDING-MERGE (19, r19_control_flow_on_tile, (np.ones((128, 64), F32),), errors.KernelSyntaxError, "control_flow_on_tile",
+    #  "MARK-R19"),
+    (20, r20_control_flow_on_index, (np.ones((128, 64), F32),), errors.KernelSyntaxError,
+     "control_flow_on_index", "MARK-R20"),
+    (28, r28_rank, (ONES,), errors.ShapeError, "rank", "MARK-R28"),
+    (29, r29_mixed_indexing, (np.ones((128, 64), F32),), errors.KernelSyntaxError, "mixed_indexing", "MARK-R29"),
+]
+
+
+def _def_line(kernel) -> int:
+    return kernel.fn.__code__.co_firstlineno
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("row, kernel, args, cls, name, where", SPEC, ids=[f"row{r[0]}" for r in SPEC])
+def test_row_raises_its_error_at_its_line(mode, row, kernel, args, cls, name, where):
+    with pytest.raises(cls) as ei:
+        kernel(*args, mode=mode)
+    e = ei.value
+    assert isinstance(e, errors.NkiLiteError)
+    assert e.name == name and e.code == errors.ERRORS[name].code, str(e)
+    line = _def_line(kernel) if where == "def" else line_of(HERE, where)
+    assert f"{HERE}:{line}:" in str(e), str(e)
+    assert "hint:" in str(e) or e.hint is None or e.hint           # the rendering carries the hint
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row8_strided_argument_is_copied_with_one_warning(mode, monkeypatch):
+    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    a = np.arange(64 * 128, dtype=F32).reshape(64, 128).T            # (128, 64), Fortran order
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = copy_kernel(a, mode=mode)
+    assert np.array_equal(r, a)                                       # never read with the wrong strides
+    if mode == "jit":
+        assert any("copies it" in str(x.message) for x in w)
+    with pytest.raises(errors.ArgumentError, match="strict=True"):
+        nki.jit(strict=True)(copy_kernel.fn)(a, mode=mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row9_bf16_bits_as_uint16_are_not_reinterpreted(mode):
+    bits = np.ones((8, 16), ml_dtypes.bfloat16).view(np.uint16)
+    r = copy_kernel(bits, mode=mode)                                  # no declaration: specialise on uint16
+    assert r.dtype == np.uint16 and np.array_equal(r, bits)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row11_read_only_output_buffer_is_refused(mode):
+    ro = np.zeros((128, 512), F32)
+    ro.flags.writeable = False
+    with pytest.raises(errors.ArgumentError, match="read-only"):
+        copy_kernel(ONES, out=ro, mode=mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(0, 64), (300, 0), (0, 0)])
+def test_row25_empty_in_empty_out(mode, shape):
+    r = r25_empty(np.ones(shape, F32), mode=mode)
+    assert r.shape == shape and r.dtype == F32

@@ -25,8 +25,8 @@ os.environ.setdefault("NKI_LITE_DEBUG", "0")
 
 import nki_lite as nki  # noqa: E402
 import nki_lite.language as nl  # noqa: E402
-from nki_lite.stdlib.matmul import tiled_matmul  # noqa: E402
-from nki_lite.stdlib.softmax import row_softmax  # noqa: E402
+from nki_lite.stdlib.matmul_kernels import tiled_matmul  # noqa: E402
+from nki_lite.stdlib.softmax_kernels import row_softmax  # noqa: E402
 
 
 @nki.jit

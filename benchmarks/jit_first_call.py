@@ -3,7 +3,7 @@
     python benchmarks/jit_first_call.py [--runs 7]
 
 Each sample is a new Python process that times (a) `import nki_lite` and (b) the first call of
-`stdlib.matmul.tiled_matmul` (lhsT [256, 128] @ rhs [256, 512], fp32) and reports the kernel's compile
+`stdlib.matmul_kernels.tiled_matmul` (lhsT [256, 128] @ rhs [256, 512], fp32) and reports the kernel's compile
 and disk-hit counts. Rows:
 - cold:   NKI_LITE_DISK_CACHE=0, every process compiles (the baseline);
 - warm:   a private temporary cache directory filled by one warm-up process; the first call loads
@@ -33,7 +33,7 @@ if sys.argv[1] == "preimport":
     import nki_lite.runtime.jit
 t1 = time.perf_counter()
 import numpy as np
-from nki_lite.stdlib.matmul import tiled_matmul
+from nki_lite.stdlib.matmul_kernels import tiled_matmul
 rng = np.random.default_rng(0)
 a = rng.standard_normal((256, 128)).astype(np.float32)
 b = rng.standard_normal((256, 512)).astype(np.float32)

@@ -22,7 +22,7 @@ import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite.runtime.jit import CompiledKernel
-from nki_lite.stdlib.matmul import tiled_matmul
+from nki_lite.stdlib.matmul_kernels import tiled_matmul
 
 
 def compile_times(opt: int, reps: int = 7):

@@ -11,10 +11,10 @@ import numpy as np
 import nki_lite
 from nki_lite.lower import ir
 from nki_lite.stdlib.elementwise import spmd_add
-from nki_lite.stdlib.matmul import tiled_matmul
-from nki_lite.stdlib.norms import rmsnorm
+from nki_lite.stdlib.matmul_kernels import tiled_matmul
+from nki_lite.stdlib.norm_kernels import rmsnorm_tutorial as rmsnorm
 from nki_lite.stdlib.reference import matmul_ref, rmsnorm_ref, row_softmax_ref
-from nki_lite.stdlib.softmax import row_softmax
+from nki_lite.stdlib.softmax_kernels import row_softmax
 from nki_lite.testing import assert_close
 
 

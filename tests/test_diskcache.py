@@ -364,7 +364,7 @@ def test_unwritable_location_warns_and_still_runs(tmp_path, monkeypatch):
 SCRIPT = textwrap.dedent('''
     import hashlib, json, os, sys, time
     import numpy as np
-    from nki_lite.stdlib.matmul import tiled_matmul
+    from nki_lite.stdlib.matmul_kernels import tiled_matmul
     from nki_lite.runtime import diskcache, jit
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 128)).astype(np.float32)

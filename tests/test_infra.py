@@ -106,7 +106,7 @@ def test_assert_close_nan_and_inf_positions_must_match():
 # ---------------------------------------------------------------- typing and parameters
 
 def test_placeholders_trace_without_data():
-    from nki_lite.stdlib.matmul import tiled_matmul
+    from nki_lite.stdlib.matmul_kernels import tiled_matmul
     kern = tiled_matmul.trace(nt.tensor[[8192, 4096], nl.bfloat16], nt.tensor[[8192, 8192], nl.bfloat16])
     assert kern.buffer("lhsT").shape == (8192, 4096) and kern.buffer("lhsT").dtype == "bfloat16"
     with pytest.raises(errors.ArgumentError, match="placeholder"):

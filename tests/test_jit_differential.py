@@ -191,7 +191,8 @@ def _normal(seed, shape, dt=F32, scale=1.0):
 
 
 def _library_cases():
-    from nki_lite.stdlib import elementwise, matmul, norms, softmax
+    from nki_lite.stdlib import elementwise
+    from nki_lite.stdlib import matmul_kernels as matmul, norm_kernels as norms, softmax_kernels as softmax
 
     from .kernels import matmul_tutorial as MT
     from .kernels.patterns import KERNELS as P, Act, TileConfig
@@ -204,8 +205,8 @@ def _library_cases():
         "stdlib.tiled_matmul.fp8": (matmul.tiled_matmul, lambda: (_normal(7, (256, 128), ml_dtypes.float8_e4m3),
                                                                    _normal(8, (256, 512), ml_dtypes.float8_e4m3))),
         "stdlib.nl_matmul": (matmul.nl_matmul, lambda: (_normal(9, (128, 256), BF16), _normal(10, (256, 512), BF16))),
-        "stdlib.rmsnorm": (norms.rmsnorm, lambda: (_normal(11, (200, 96)), _normal(12, (96,)))),
-        "stdlib.rmsnorm.bf16": (norms.rmsnorm, lambda: (_normal(13, (130, 64), BF16), _normal(14, (64,), BF16))),
+        "stdlib.rmsnorm": (norms.rmsnorm_tutorial, lambda: (_normal(11, (200, 96)), _normal(12, (96,)))),
+        "stdlib.rmsnorm.bf16": (norms.rmsnorm_tutorial, lambda: (_normal(13, (130, 64), BF16), _normal(14, (64,), BF16))),
         "stdlib.row_softmax": (softmax.row_softmax, lambda: (_normal(15, (130, 33), scale=4.0),)),
         "patterns.layernorm": (P.layernorm, lambda: (_normal(16, (130, 600), scale=2.5), _normal(17, (600,)),
                                                      _normal(18, (600,)), 1e-5)),

@@ -88,8 +88,8 @@ def test_pool_survives_fork(monkeypatch):
 def test_single_affine_loop_kernel_iterations_run_on_threads(monkeypatch):
     """A kernel that is one affine_range loop: its iterations are the programs."""
     from nki_lite.lower.parallel import program_space
-    from nki_lite.stdlib.matmul import tiled_matmul
-    from nki_lite.stdlib.softmax import row_softmax
+    from nki_lite.stdlib.matmul_kernels import tiled_matmul
+    from nki_lite.stdlib.softmax_kernels import row_softmax
     rng = np.random.default_rng(3)
     x = rng.standard_normal((128 * 5 + 17, 300)).astype(np.float32)       # ragged last tile
     lhsT = rng.standard_normal((256, 512)).astype(np.float32)
@@ -378,7 +378,7 @@ def test_region_inside_serial_spmd_programs(monkeypatch, small_regions, threads)
 
 
 def test_inspect_threads_says_what_runs_on_threads_and_why_not():
-    from nki_lite.stdlib.softmax import row_softmax
+    from nki_lite.stdlib.softmax_kernels import row_softmax
     x = np.zeros((128 * 5, 64), np.float32)
     w = np.zeros((128, 64), np.float32)
     text = row_softmax.inspect_threads(np.zeros((1024, 64), np.float32))

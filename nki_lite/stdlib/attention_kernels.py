@@ -1,0 +1,200 @@
+"""Flash attention forward: `attention(q, k, v, causal=False, scale=None)` and its DSL kernel.
+
+Part of nki_lite's stdlib: a kernel written in the DSL itself (legacy dialect), shaped like the
+flash-attention kernels of AWS's NKI samples. The [Sq, Sk] score matrix never reaches HBM.
+
+Tiling, per (batch, kv head): K is DMA-transposed into [d, 512] blocks and V loaded as [128, d]
+sub-tiles, once for every query head of the group (GQA) when they fit in SBUF, else per use. Per
+128-row query tile (Q transposed to [d, 128], the stationary operand):
+  S = Q Kᵀ for one 512-key block               Tensor Engine, fp32 PSUM (one bank)
+  m_new = max(m, rowmax(S))                     Vector Engine
+  P = exp(scale*S - scale*m_new), rowsum(P)     Scalar Engine, one activation instruction
+  O = O * exp(scale*(m - m_new)) + P V          P transposed 128 keys at a time on the Tensor Engine
+  l = l * exp(scale*(m - m_new)) + rowsum(P)
+and finally O / l. The first key block initialises m, l and O (no -inf arithmetic). Causal masking
+is top-left aligned (key j attends to query i when j <= i, as torch's `is_causal`): key blocks
+entirely above the diagonal are skipped, the diagonal blocks masked with affine_select (-inf).
+Ragged Sq is masked; a ragged last key block is its own narrower block.
+
+Numerics: scores and softmax in fp32; P enters the PV matmul in V's precision (fp32 for fp32
+inputs, bf16 for bf16 and fp8 inputs; fp8 V is widened to bf16 exactly); output in q's dtype (fp32
+for fp8 inputs). Tolerance: docs/stdlib.md.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+import nki_lite as nki
+import nki_lite.isa as nisa
+import nki_lite.language as nl
+
+from ._api import FLOAT_DTYPES, FP8_DTYPES, Call, as_array, entry, fail
+
+QT = 128               # query rows per tile (partitions of S)
+KB = 512               # keys per block (the moving operand's free size, one PSUM bank of fp32)
+KV_FIT = 96 * 1024     # bytes per partition that hoisted K and V blocks of one kv head may take
+
+
+def _key_blocks(Sk: int):
+    return [(j0, min(KB, Sk - j0)) for j0 in range(0, Sk, KB)]
+
+
+def _sub_tiles(width: int):
+    return [(s0, min(QT, width - s0)) for s0 in range(0, width, QT)]
+
+
+class _KV:
+    """K and V of one (batch, kv head): K as [d, block] transposed tiles, V as [keys, d] sub-tiles,
+    loaded once (hoisted) or on every use, by the trace-time capacity decision `hoist`."""
+
+    def __init__(self, k, v, bi, g, d, pv_dtype, hoist):
+        self.k, self.v, self.bi, self.g, self.d, self.pv_dtype = k, v, bi, g, d, pv_dtype
+        self.blocks = _key_blocks(k.shape[2])
+        self.cache = {}
+        if hoist:
+            for j0, w in self.blocks:
+                self.cache[("k", j0)] = self._load_kT(j0, w)
+                for s0, sw in _sub_tiles(w):
+                    self.cache[("v", j0 + s0)] = self._load_v(j0 + s0, sw)
+
+    def _load_kT(self, j0, w):
+        ik = nl.arange(w)[:, None]
+        idd = nl.arange(self.d)[None, :]
+        return nl.load_transpose2d(self.k[self.bi, self.g, j0 + ik, idd])
+
+    def _load_v(self, r0, rows):
+        ir_ = nl.arange(rows)[:, None]
+        idd = nl.arange(self.d)[None, :]
+        return nl.load(self.v[self.bi, self.g, r0 + ir_, idd], dtype=self.pv_dtype)
+
+    def kT(self, j0, w):
+        return self.cache[("k", j0)] if ("k", j0) in self.cache else self._load_kT(j0, w)
+
+    def v_rows(self, r0, rows):
+        return self.cache[("v", r0)] if ("v", r0) in self.cache else self._load_v(r0, rows)
+
+
+def _scores(qT, kv, j0, w, i, causal, Sq):
+    """S = Q Kᵀ for keys [j0, j0 + w) in PSUM; on causal diagonal blocks, future keys are -inf."""
+    s = nisa.nc_matmul(qT, kv.kT(j0, w))
+    if causal and j0 + w - 1 > i * QT:             # some key of the block lies after some query row
+        ip = nl.arange(QT)[:, None]
+        jf = nl.arange(w)[None, :]
+        s = nisa.affine_select(pred=(i * QT + ip - (j0 + jf) >= 0), on_true_tile=s, on_false_value=-np.inf,
+                               dtype=nl.float32)
+    return s
+
+
+def _pv(p, kv, j0, w, d, pv_dtype):
+    """P [QT, w] @ V[j0:j0+w] -> [QT, d] fp32 in PSUM, P transposed 128 keys at a time."""
+    acc = nl.zeros((QT, d), nl.float32, buffer=nl.psum)
+    for s0, sw in _sub_tiles(w):
+        pT = nl.copy(nisa.nc_transpose(p[:, s0:s0 + sw], engine=nisa.tensor_engine), dtype=pv_dtype)
+        acc += nisa.nc_matmul(pT, kv.v_rows(j0 + s0, sw))
+    return acc
+
+
+def _query_tile(q, out, kv, bi, h, i, Sq, d, scale, causal, pv_dtype):
+    iq = nl.arange(QT)[:, None]
+    idd = nl.arange(d)[None, :]
+    rows_f = i * QT + nl.arange(QT)[None, :] < Sq          # the transposed tile's query axis is free
+    valid = i * QT + iq < Sq
+    qT = nl.load_transpose2d(q[bi, h, i * QT + iq, idd], mask=rows_f)
+    blocks = kv.blocks
+    if causal:
+        last_key = min(kv.k.shape[2], (i + 1) * QT) - 1
+        blocks = [(j0, w) for j0, w in blocks if j0 <= last_key]
+    m = nl.ndarray((QT, 1), dtype=nl.float32)
+    lsum = nl.ndarray((QT, 1), dtype=nl.float32)
+    o = nl.ndarray((QT, d), dtype=nl.float32)
+    for n, (j0, w) in enumerate(blocks):
+        s = _scores(qT, kv, j0, w, i, causal, Sq)
+        bmax = nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=valid)
+        if n == 0:
+            m[...] = nl.copy(bmax, mask=valid)
+            neg = nl.multiply(m, -scale, mask=valid)
+            p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=lsum,
+                                mask=valid)
+            o[...] = nl.copy(_pv(p, kv, j0, w, d, pv_dtype), mask=valid)
+            continue
+        m_new = nl.maximum(m, bmax, mask=valid)
+        neg = nl.multiply(m_new, -scale, mask=valid)
+        alpha = nisa.activation(op=nl.exp, data=m, scale=scale, bias=neg, mask=valid)
+        part = nl.ndarray((QT, 1), dtype=nl.float32)
+        p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
+                            mask=valid)
+        lsum[...] = nl.add(nl.multiply(lsum, alpha, mask=valid), part, mask=valid)
+        o[...] = nl.add(nl.multiply(o, alpha, mask=valid), _pv(p, kv, j0, w, d, pv_dtype), mask=valid)
+        m[...] = nl.copy(m_new, mask=valid)
+    inv = nl.reciprocal(lsum, mask=valid)
+    nl.store(out[bi, h, i * QT + iq, idd], value=nl.multiply(o, inv, dtype=out.dtype, mask=valid), mask=valid)
+
+
+@nki.jit
+def flash_attention_kernel(q, k, v, scale, causal, pv_dtype, out_dtype):
+    """out[B, H, Sq, d] = softmax(scale * q kᵀ (+ causal mask)) v, kv heads shared by H / Hkv heads."""
+    B, H, Sq, d = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    group = H // Hkv
+    out = nl.ndarray((B, H, Sq, d), dtype=out_dtype, buffer=nl.shared_hbm)
+    kv_bytes = Sk * 4 + math.ceil(Sk / QT) * d * 4        # per partition, fp32 upper bound
+    hoist = kv_bytes <= KV_FIT
+    for bi in nl.affine_range(B):
+        for g in nl.affine_range(Hkv):
+            kv = _KV(k, v, bi, g, d, pv_dtype, hoist)
+            for hh in nl.affine_range(group):
+                h = g * group + hh
+                tiles = range(math.ceil(Sq / QT)) if causal else nl.affine_range(math.ceil(Sq / QT))
+                for i in tiles:
+                    _query_tile(q, out, kv, bi, h, i, Sq, d, scale, causal, pv_dtype)
+    return out
+
+
+def _as_4d(name, x):
+    if x.ndim == 2:
+        return x[None, None]
+    if x.ndim == 4:
+        return x
+    fail("attention", f"argument '{name}' has shape {x.shape}; expected [B, H, S, d] or [S, d]")
+
+
+@entry
+def attention(q, k, v, *, causal=False, scale=None):
+    """softmax(q kᵀ * scale) v, flash-attention style (online softmax over 512-key blocks).
+
+    q: [B, H, Sq, d]; k, v: [B, Hkv, Sk, d] with Hkv dividing H (grouped-query attention); 2-D
+    [S, d] operands are one batch and one head. d <= 128; fp32, bf16 or fp8 (float8_e4m3 /
+    float8_e4m3fn / float8_e5m2) inputs, one dtype for q, k and v; any Sq, Sk. scale defaults to
+    1/sqrt(d) and must be positive. causal=True masks key j > query i (top-left aligned) and skips
+    the key blocks that are masked entirely, about half the work for Sq == Sk.
+    Output: q's dtype (fp32 for fp8 inputs), q's shape.
+    """
+    dts = FLOAT_DTYPES[:2] + FP8_DTYPES
+    q = as_array("attention", "q", q, dts)
+    k = as_array("attention", "k", k, dts)
+    v = as_array("attention", "v", v, dts)
+    if not (q.dtype == k.dtype == v.dtype):
+        fail("attention", f"q, k and v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    shape = q.shape
+    q4, k4, v4 = _as_4d("q", q), _as_4d("k", k), _as_4d("v", v)
+    B, H, Sq, d = q4.shape
+    if k4.shape != v4.shape or k4.shape[0] != B or k4.shape[3] != d:
+        fail("attention", f"k {k.shape} and v {v.shape} must both be [B={B}, Hkv, Sk, d={d}] for q {q.shape}")
+    Hkv, Sk = k4.shape[1], k4.shape[2]
+    if Hkv == 0 or H % Hkv:
+        fail("attention", f"the number of kv heads ({Hkv}) must divide the number of query heads ({H})")
+    if not 1 <= d <= 128:
+        fail("attention", f"head dimension d={d} is not supported; d must be in [1, 128]")
+    if Sk == 0 or Sq == 0:
+        fail("attention", f"empty sequence (Sq={Sq}, Sk={Sk}): softmax over zero keys is undefined")
+    sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not sc > 0 or not math.isfinite(sc):
+        fail("attention", f"scale={scale!r} must be a positive finite number")
+    is_fp8 = q.dtype in FP8_DTYPES
+    pv_dtype = np.dtype(np.float32) if q.dtype == np.float32 else np.dtype(ml_dtypes.bfloat16)
+    out_dtype = np.dtype(np.float32) if is_fp8 else q.dtype
+    return Call(flash_attention_kernel, (q4, k4, v4, sc, bool(causal), pv_dtype, out_dtype),
+                lambda r: r.reshape(shape))

@@ -64,7 +64,7 @@ def as_array(fn: str, name: str, x, dtypes=None) -> np.ndarray:
         names = ", ".join(str(d) for d in dtypes)
         fail(fn, f"argument '{name}' has dtype {x.dtype}; supported: {names}",
              hint="cast with .astype(np.float32)" if x.dtype.kind in "fiu" else None)
-    return np.ascontiguousarray(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)      # (ascontiguousarray makes 0-d 1-d)
 
 
 def need_ndim(fn: str, name: str, x: np.ndarray, lo: int, hi: int, what: str) -> None:

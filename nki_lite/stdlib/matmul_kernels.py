@@ -99,6 +99,8 @@ def matmul_kernel(a, b, sa, sb, in_dtype, out_dtype):
     """out[B, M, N] = (a[B, M, K] @ b[B, K, N]) * sa[B, M, 1] * sb[B, 1, N]; sa/sb may be None."""
     B, M, K = a.shape
     N = b.shape[2]
+    if isinstance(in_dtype, str) and in_dtype == "fp8":
+        in_dtype = fp8_operand_dtype(a.dtype, b.dtype, nisa.get_nc_version())
     out = nl.ndarray((B, M, N), dtype=out_dtype, buffer=nl.shared_hbm)
     KT = K // TK
     im = nl.arange(TM)[:, None]
@@ -187,12 +189,15 @@ def matmul(a, b, *, out_dtype=np.float32):
     return Call(matmul_kernel, (a3, b3, None, None, in_dtype, odt), lambda r: r.reshape(shape))
 
 
-def _fp8_matmul_dtype(da: np.dtype, db: np.dtype) -> np.dtype | None:
-    """The dtype both operands enter the Tensor Engine in: None keeps each fp8 format (e4m3 and e5m2
-    mix on the hardware); with float8_e4m3fn in a mixed pair, both are widened to bf16, which holds
-    every fp8 value exactly."""
+def fp8_operand_dtype(da, db, nc_version):
+    """The dtype both fp8 operands enter the Tensor Engine in, decided at trace time for the target:
+    None keeps each format (e4m3 and e5m2 mix on the hardware; e4m3fn only on NeuronCore-v4, trn3,
+    and never mixed with another format); otherwise both are widened to bf16, which holds every fp8
+    value exactly, so the products stay exact."""
     e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
-    if da == db or e4m3fn not in (da, db):
+    if e4m3fn not in (np.dtype(da), np.dtype(db)):
+        return None
+    if np.dtype(da) == np.dtype(db) and nc_version.value >= 4:
         return None
     return np.dtype(ml_dtypes.bfloat16)
 
@@ -238,8 +243,7 @@ def matmul_fp8(a, b, scale_a=1.0, scale_b=1.0, *, out_dtype=np.float32):
             sb_arr = (sb_arr * np.float32(factor)).astype(np.float32)
         else:
             sa_arr = np.full((1, M, 1), factor, np.float32)
-    in_dtype = _fp8_matmul_dtype(a.dtype, b.dtype)
-    return Call(matmul_kernel, (a3, b3, sa_arr, sb_arr, in_dtype, odt), lambda r: r.reshape(shape))
+    return Call(matmul_kernel, (a3, b3, sa_arr, sb_arr, "fp8", odt), lambda r: r.reshape(shape))
 
 
 # ---------------------------------------------------------------- fp8 quantisation

@@ -86,47 +86,68 @@ def _b_panel(b, bi, n, N, K, in_dtype):
     return panel, tail
 
 
-def _a_tile_T(a, bi, m, M, k0, kw, in_dtype):
-    """a[bi, m-block, k0:k0+kw] transposed into a [kw, TM] stationary tile (DMA transpose)."""
+def _a_block_T(a, bi, mb, M, K, MB, in_dtype):
+    """Rows [mb*MB, mb*MB + MB) of a[bi] transposed into stationary tiles, once per M block: each
+    128x128 tile is loaded row-major (contiguous DMA) and transposed on the Tensor Engine. Returns
+    ([KT, 128, MB] full-depth tiles, [K % 128, MB] tail or None)."""
+    KT = K // TK
+    adt = in_dtype if in_dtype is not None else a.dtype
     im = nl.arange(TM)[:, None]
-    ik = nl.arange(kw)[None, :]
-    rows = m * TM + nl.arange(TM)[None, :] < M          # mask in the transposed tile's axes
-    return nl.load_transpose2d(a[bi, m * TM + im, k0 + ik], mask=rows, dtype=in_dtype)
+    blk = nl.ndarray((max(KT, 1), nl.par_dim(TK), MB), dtype=adt, buffer=nl.sbuf)
+    tail = nl.ndarray((K % TK, MB), dtype=adt, buffer=nl.sbuf) if K % TK else None
+    for k in nl.affine_range(KT):              # the block's row tiles inside: independent transposes
+        for t in range(MB // TM):
+            r0 = mb * MB + t * TM
+            x = nl.load(a[bi, r0 + im, k * TK + nl.arange(TK)[None, :]], mask=r0 + im < M, dtype=in_dtype)
+            blk[k, :, t * TM:(t + 1) * TM] = nl.copy(nisa.nc_transpose(x, engine=nisa.tensor_engine), dtype=adt)
+    if tail is not None:
+        for t in range(MB // TM):
+            r0 = mb * MB + t * TM
+            x = nl.load(a[bi, r0 + im, KT * TK + nl.arange(K % TK)[None, :]], mask=r0 + im < M, dtype=in_dtype)
+            tail[:, t * TM:(t + 1) * TM] = nl.copy(nisa.nc_transpose(x, engine=nisa.tensor_engine), dtype=adt)
+    return blk, tail
 
 
 @nki.jit
 def matmul_kernel(a, b, sa, sb, in_dtype, out_dtype):
-    """out[B, M, N] = (a[B, M, K] @ b[B, K, N]) * sa[B, M, 1] * sb[B, 1, N]; sa/sb may be None."""
+    """out[B, M, N] = (a[B, M, K] @ b[B, K, N]) * sa[B, M, 1] * sb[B, 1, N]; sa/sb may be None.
+
+    Loop nest: batch, M blocks of up to 512 rows (A transposed once per block), N blocks of 512
+    (B's K x 512 panel loaded once per M block and N block), the block's 128-row tiles, K tiles
+    accumulated in one PSUM bank."""
     B, M, K = a.shape
     N = b.shape[2]
     if isinstance(in_dtype, str) and in_dtype == "fp8":
         in_dtype = fp8_operand_dtype(a.dtype, b.dtype, nisa.get_nc_version())
     out = nl.ndarray((B, M, N), dtype=out_dtype, buffer=nl.shared_hbm)
     KT = K // TK
+    MB = TM * min(4, math.ceil(M / TM))
     im = nl.arange(TM)[:, None]
     jn = nl.arange(TN)[None, :]
     for bi in nl.affine_range(B):
-        for n in nl.affine_range(math.ceil(N / TN)):
-            panel, tail = _b_panel(b, bi, n, N, K, in_dtype)
-            cols = n * TN + jn < N
-            if sb is not None:
-                sb_t = nl.load(sb[bi, nl.arange(1)[:, None], n * TN + jn], mask=cols, dtype=nl.float32)
-            for m in nl.affine_range(math.ceil(M / TM)):
-                acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
-                for k in nl.affine_range(KT):
-                    acc += nisa.nc_matmul(_a_tile_T(a, bi, m, M, k * TK, TK, in_dtype), panel[k, :, :])
-                if tail is not None:
-                    acc += nisa.nc_matmul(_a_tile_T(a, bi, m, M, KT * TK, K % TK, in_dtype), tail)
-                valid = (m * TM + im < M) & cols
-                res = acc
-                if sa is not None:
-                    sa_t = nl.load(sa[bi, m * TM + im, nl.arange(1)[None, :]], mask=m * TM + im < M,
-                                   dtype=nl.float32)
-                    res = nl.multiply(res, sa_t, mask=valid)
+        for mb in nl.affine_range(math.ceil(M / MB)):
+            a_blk, a_tail = _a_block_T(a, bi, mb, M, K, MB, in_dtype)
+            for n in nl.affine_range(math.ceil(N / TN)):
+                panel, b_tail = _b_panel(b, bi, n, N, K, in_dtype)
+                cols = n * TN + jn < N
                 if sb is not None:
-                    res = nl.multiply(res, sb_t.broadcast_to((TM, TN)), mask=valid)
-                nl.store(out[bi, m * TM + im, n * TN + jn], value=nl.copy(res, dtype=out_dtype, mask=valid),
-                         mask=valid)
+                    sb_t = nl.load(sb[bi, nl.arange(1)[:, None], n * TN + jn], mask=cols, dtype=nl.float32)
+                for t in range(MB // TM):
+                    r0 = mb * MB + t * TM
+                    acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+                    for k in nl.affine_range(KT):
+                        acc += nisa.nc_matmul(a_blk[k, :, t * TM:(t + 1) * TM], panel[k, :, :])
+                    if a_tail is not None:
+                        acc += nisa.nc_matmul(a_tail[:, t * TM:(t + 1) * TM], b_tail)
+                    valid = (r0 + im < M) & cols
+                    res = acc
+                    if sa is not None:
+                        sa_t = nl.load(sa[bi, r0 + im, nl.arange(1)[None, :]], mask=r0 + im < M, dtype=nl.float32)
+                        res = nl.multiply(res, sa_t, mask=valid)
+                    if sb is not None:
+                        res = nl.multiply(res, sb_t.broadcast_to((TM, TN)), mask=valid)
+                    nl.store(out[bi, r0 + im, n * TN + jn], value=nl.copy(res, dtype=out_dtype, mask=valid),
+                             mask=valid)
     return out
 
 

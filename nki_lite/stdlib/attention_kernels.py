@@ -97,40 +97,67 @@ def _pv(p, kv, j0, w, d, pv_dtype):
     return acc
 
 
-def _query_tile(q, out, kv, bi, h, i, Sq, d, scale, causal, pv_dtype):
+class _Rows:
+    """One 128-row query tile's state: Q transposed to [d, 128], the row mask, running m, l and O."""
+
+    def __init__(self, q, bi, h, i, Sq, d):
+        iq = nl.arange(QT)[:, None]
+        idd = nl.arange(d)[None, :]
+        self.i = i
+        self.valid = i * QT + iq < Sq
+        rows_f = i * QT + nl.arange(QT)[None, :] < Sq          # the transposed tile's query axis is free
+        self.qT = nl.load_transpose2d(q[bi, h, i * QT + iq, idd], mask=rows_f)
+        self.m = nl.ndarray((QT, 1), dtype=nl.float32)
+        self.l = nl.ndarray((QT, 1), dtype=nl.float32)
+        self.o = nl.ndarray((QT, d), dtype=nl.float32)
+
+
+def _query_group(q, out, kv, bi, h, tiles, Sq, d, scale, causal, pv_dtype):
+    """Flash attention for a group of query tiles in lockstep: each phase of a key block (scores,
+    row max, exp, P V, update) is issued for every tile of the group before the next phase, so each
+    engine's in-order stream holds independent work while the cross-engine dependencies of one tile
+    resolve (the software pipelining the Neuron compiler's scheduler does for such loops)."""
+    rows = [_Rows(q, bi, h, i, Sq, d) for i in tiles]
+    blocks = kv.blocks
+    if causal:                                              # tiles are static ints: skip masked blocks
+        last_key = min(kv.k.shape[2], (max(tiles) + 1) * QT) - 1
+        blocks = [(j0, w) for j0, w in blocks if j0 <= last_key]
+    for n, (j0, w) in enumerate(blocks):
+        live = [r for r in rows if not causal or j0 <= min(kv.k.shape[2], (r.i + 1) * QT) - 1]
+        scores = [_scores(r.qT, kv, j0, w, r.i, causal, Sq) for r in live]
+        bmax = [nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=r.valid) for r, s in zip(live, scores)]
+        if n == 0:
+            negs = []
+            for r, bm in zip(live, bmax):
+                r.m[...] = nl.copy(bm, mask=r.valid)
+                negs.append(nl.multiply(r.m, -scale, mask=r.valid))
+            ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=r.l,
+                                  mask=r.valid) for r, s, neg in zip(live, scores, negs)]
+            pvs = [_pv(p, kv, j0, w, d, pv_dtype) for p in ps]
+            for r, pv in zip(live, pvs):
+                r.o[...] = nl.copy(pv, mask=r.valid)
+            continue
+        m_new = [nl.maximum(r.m, bm, mask=r.valid) for r, bm in zip(live, bmax)]
+        negs = [nl.multiply(mn, -scale, mask=r.valid) for r, mn in zip(live, m_new)]
+        alphas = [nisa.activation(op=nl.exp, data=r.m, scale=scale, bias=neg, mask=r.valid)
+                  for r, neg in zip(live, negs)]                      # exp(scale * (m_old - m_new))
+        parts = [nl.ndarray((QT, 1), dtype=nl.float32) for _ in live]
+        ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
+                              mask=r.valid) for r, s, neg, part in zip(live, scores, negs, parts)]
+        pvs = [_pv(p, kv, j0, w, d, pv_dtype) for p in ps]
+        for r, alpha, part, pv, mn in zip(live, alphas, parts, pvs, m_new):
+            r.l[...] = nl.add(nl.multiply(r.l, alpha, mask=r.valid), part, mask=r.valid)
+            r.o[...] = nl.add(nl.multiply(r.o, alpha, mask=r.valid), pv, mask=r.valid)
+            r.m[...] = nl.copy(mn, mask=r.valid)
     iq = nl.arange(QT)[:, None]
     idd = nl.arange(d)[None, :]
-    rows_f = i * QT + nl.arange(QT)[None, :] < Sq          # the transposed tile's query axis is free
-    valid = i * QT + iq < Sq
-    qT = nl.load_transpose2d(q[bi, h, i * QT + iq, idd], mask=rows_f)
-    blocks = kv.blocks
-    if causal:
-        last_key = min(kv.k.shape[2], (i + 1) * QT) - 1
-        blocks = [(j0, w) for j0, w in blocks if j0 <= last_key]
-    m = nl.ndarray((QT, 1), dtype=nl.float32)
-    lsum = nl.ndarray((QT, 1), dtype=nl.float32)
-    o = nl.ndarray((QT, d), dtype=nl.float32)
-    for n, (j0, w) in enumerate(blocks):
-        s = _scores(qT, kv, j0, w, i, causal, Sq)
-        bmax = nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=valid)
-        if n == 0:
-            m[...] = nl.copy(bmax, mask=valid)
-            neg = nl.multiply(m, -scale, mask=valid)
-            p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=lsum,
-                                mask=valid)
-            o[...] = nl.copy(_pv(p, kv, j0, w, d, pv_dtype), mask=valid)
-            continue
-        m_new = nl.maximum(m, bmax, mask=valid)
-        neg = nl.multiply(m_new, -scale, mask=valid)
-        alpha = nisa.activation(op=nl.exp, data=m, scale=scale, bias=neg, mask=valid)
-        part = nl.ndarray((QT, 1), dtype=nl.float32)
-        p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
-                            mask=valid)
-        lsum[...] = nl.add(nl.multiply(lsum, alpha, mask=valid), part, mask=valid)
-        o[...] = nl.add(nl.multiply(o, alpha, mask=valid), _pv(p, kv, j0, w, d, pv_dtype), mask=valid)
-        m[...] = nl.copy(m_new, mask=valid)
-    inv = nl.reciprocal(lsum, mask=valid)
-    nl.store(out[bi, h, i * QT + iq, idd], value=nl.multiply(o, inv, dtype=out.dtype, mask=valid), mask=valid)
+    for r in rows:
+        inv = nl.reciprocal(r.l, mask=r.valid)
+        nl.store(out[bi, h, r.i * QT + iq, idd], value=nl.multiply(r.o, inv, dtype=out.dtype, mask=r.valid),
+                 mask=r.valid)
+
+
+GROUP = KB // QT       # query tiles in lockstep: 4, so a causal group shares its key blocks
 
 
 @nki.jit
@@ -142,14 +169,21 @@ def flash_attention_kernel(q, k, v, scale, causal, pv_dtype, out_dtype):
     out = nl.ndarray((B, H, Sq, d), dtype=out_dtype, buffer=nl.shared_hbm)
     kv_bytes = Sk * 4 + math.ceil(Sk / QT) * d * 4        # per partition, fp32 upper bound
     hoist = kv_bytes <= KV_FIT
+    nq = math.ceil(Sq / QT)
+    G = min(GROUP, nq)
     for bi in nl.affine_range(B):
         for g in nl.affine_range(Hkv):
             kv = _KV(k, v, bi, g, d, pv_dtype, hoist)
             for hh in nl.affine_range(group):
                 h = g * group + hh
-                tiles = range(math.ceil(Sq / QT)) if causal else nl.affine_range(math.ceil(Sq / QT))
-                for i in tiles:
-                    _query_tile(q, out, kv, bi, h, i, Sq, d, scale, causal, pv_dtype)
+                if causal:                                  # static tiles: per-group key-block lists
+                    for t0 in range(0, nq, G):
+                        _query_group(q, out, kv, bi, h, list(range(t0, min(nq, t0 + G))), Sq, d, scale, causal,
+                                     pv_dtype)
+                else:
+                    for gi in nl.affine_range(math.ceil(nq / G)):
+                        _query_group(q, out, kv, bi, h, [gi * G + t for t in range(G)], Sq, d, scale, causal,
+                                     pv_dtype)
     return out
 
 

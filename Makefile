@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VPY) -m pip install -q -e '.[test,plot]'
 	touch $@
 
-.PHONY: venv demo test test-slow bench
+.PHONY: venv demo test test-slow bench bench-stdlib
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -24,3 +24,7 @@ test-slow: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(VPY) -m pip install -q -e '.[bench]'
 	$(VPY) benchmarks/jit.py
+
+bench-stdlib: $(VENV)/.installed
+	$(VPY) -m pip install -q -e '.[bench]'
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VPY) benchmarks/stdlib.py

@@ -215,7 +215,9 @@ def with_ignored_keywords(x, y):
         b = nl.load(y)
         s = nisa.tensor_tensor(a, b, op=np.add, name="sum")
         p = nl.multiply(s, 2.0, max_free_vec_size=512)
-        acc[...] = nisa.activation(op=nl.copy, data=p, name="act")
+        c = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+        c[...] = nisa.activation(op=nl.copy, data=p, name="act", buffer=nl.psum)
+        acc[...] = c
     for j in nl.sequential_range(1, directives=None):
         nl.store(out, acc)
     return out
@@ -224,7 +226,8 @@ def with_ignored_keywords(x, y):
 @pytest.mark.parametrize("mode", MODES)
 def test_ignored_keywords_real_kernels_pass_are_accepted(mode):
     """Keywords the public NKI kernels pass that do not change results (name=, precise_schedule=,
-    directives=, lazy_initialization=, max_free_vec_size=) run, with the same result as without."""
+    directives=, lazy_initialization=, max_free_vec_size=, address=, activation's buffer=) run, with
+    the result of the same kernel without them."""
     x = np.arange(32, dtype=F32).reshape(4, 8)
     y = np.ones((4, 8), F32)
     np.testing.assert_array_equal(with_ignored_keywords(x, y, mode=mode), (x + y) * 2)

@@ -124,15 +124,23 @@ def _make_spec(fn, name: str, ignored, unsupported, skip_first: bool) -> ApiSpec
 
 
 def _wrap(fn, spec: ApiSpec, skip_first: bool):
-    keywords, positional, n_req = spec.keywords, spec.positional, spec.n_required
-    max_pos = None if spec.var_positional else len(positional)
-    kw_required = spec.kw_required
+    # Tracing calls these wrappers once per instruction: the common, valid call costs a few set
+    # operations; the slow paths only run to raise (or, for n < n_required, to accept keywords).
+    keywords, n_req = spec.keywords, spec.n_required
+    max_pos = 1 << 30 if spec.var_positional else len(spec.positional)
+    kw_req = frozenset(spec.kw_required)
+    # given_by_position[n]: the parameters that n positional arguments fill (past the end: all of them)
+    given_by_position = tuple(frozenset(spec.positional[:n]) for n in range(len(spec.positional) + 1))
+    last = len(given_by_position) - 1
 
     def check(args, kwargs):
-        if kwargs and not kwargs.keys() <= keywords:
-            kwargs = _drop_or_reject(spec, kwargs)
         n = len(args)
-        if (max_pos is not None and n > max_pos) or n < n_req or kw_required or (kwargs and n):
+        if kwargs:
+            if not kwargs.keys() <= keywords:
+                kwargs = _drop_or_reject(spec, kwargs)
+            if n and n <= max_pos and not given_by_position[n if n < last else last].isdisjoint(kwargs):
+                _check_arity(spec, n, kwargs)
+        if n > max_pos or n < n_req or (kw_req and not kw_req <= kwargs.keys()):
             _check_arity(spec, n, kwargs)
         return kwargs
 
@@ -241,6 +249,11 @@ def render_docs() -> str:
              "[NL-E907](errors.md#nl-e907). Keywords NKI has that nki_lite has not built are",
              "[NL-E904](errors.md#nl-e904).", "",
              "Every nisa instruction ignores `name=` (" + IGNORED["name"] + ").", "",
+             "To add an API: give the function NKI's signature without `**kwargs`, decorate it with",
+             "`@api(\"nl.name\")` or `@isa(\"nisa.name\")` from `nki_lite/lang/api.py`, list keywords that are",
+             "accepted but change nothing in `ignored=` (each with its reason in `IGNORED`) and known but unbuilt",
+             "ones in `unsupported=`, then regenerate this page. tests/test_api_keywords.py fails for a public",
+             "nl/nisa callable that is not declared.", "",
              "## Ignored keywords", "", "| keyword | ignored because |", "|---|---|"]
     lines += [f"| `{k}=` | {why} |" for k, why in IGNORED.items()]
     lines += ["", "## Signatures", "", "| API | signature | ignored | not built |", "|---|---|---|---|"]

@@ -8,7 +8,8 @@ Contract:
   - a keyword the signature does not name → NL-E906 unknown_keyword at the kernel's line, with a
     did-you-mean hint (difflib) and the keywords the API accepts;
   - a keyword listed in `ignored=` → accepted and dropped: NKI or real public kernels pass it and
-    it does not change results in nki_lite; each has its reason in IGNORED;
+    it does not change results in nki_lite; each has its reason in IGNORED (a parameter of the
+    signature may be listed too: it is then accepted, documented as having no effect);
   - a keyword listed in `unsupported=` → NL-E904: NKI has it, nki_lite has not built it;
   - too many / too few positional arguments, a missing or a doubled argument → NL-E907 naming the
     API and its signature (never Python's `fn() takes 1 positional argument...`).
@@ -41,6 +42,10 @@ IGNORED = {
                            "are the same",
     "address": "a fixed on-chip address; nki_lite allocates automatically, as for the nki.compiler allocators",
     "max_free_vec_size": "a vectorisation hint to NKI's tensorizer (public kernels pass it); results are the same",
+    "is_stationary_onezero": "a performance hint that the operand holds only 0 and 1; the product is the same",
+    "is_moving_onezero": "a performance hint that the operand holds only 0 and 1; the product is the same",
+    "tile_position": "where a small matmul sits in the PE array (trn2+); the product is the same",
+    "tile_size": "the PE-array tile a small matmul occupies (trn2+); the product is the same",
     "buffer": "(nisa.activation) the memory of the result (public kernels pass buffer=nl.psum); nki_lite keeps the result in SBUF, "
               "with the same values",
 }
@@ -117,7 +122,7 @@ def _make_spec(fn, name: str, ignored, unsupported, skip_first: bool) -> ApiSpec
         n_required=sum(1 for p in params if p.name in positional and p.default is p.empty),
         kw_required=tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty),
         var_positional=any(p.kind is p.VAR_POSITIONAL for p in params),
-        ignored={kw: IGNORED[kw] for kw in ignored if kw not in keywords},
+        ignored={kw: IGNORED[kw] for kw in ignored},
         unsupported=dict(unsupported))
     REGISTRY[name] = spec
     return spec

@@ -60,7 +60,7 @@ def _engine(e, default: str) -> str:
     return e.value if isinstance(e, engine) else str(e)
 
 
-@isa("nisa.nc_matmul")
+@isa("nisa.nc_matmul", ignored=("is_stationary_onezero", "is_moving_onezero", "tile_position", "tile_size"))
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=None, tile_size=None, mask=None, perf_mode=None):
     """stationary[K, M]^T @ moving[K, N] -> PSUM [M, N] fp32 (k summed in order)."""

@@ -52,6 +52,7 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
                dtype=None):
     """nisa.activation: out = op(data * scale + bias); with reduce_res, also reduce_op over the free axes."""
     loc = capture_loc(2)
+    _check_reduce_cmd(reduce_cmd, loc)
     out = activation_tile(act_name(op, loc), data, dtype, mask, bias=bias, scale=scale, loc=loc,
                           opname="activation")
     if reduce_res is not None or reduce_op is not None:
@@ -67,6 +68,17 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
                           opname="activation_reduce")
     _attach_reduce(out, data, reduce_op, reduce_res, "activation_reduce", loc)
     return out
+
+
+def _check_reduce_cmd(cmd, loc) -> None:
+    """nki_lite reduces each instruction on its own: reduce_cmd idle (the default) or reset_reduce. The
+    commands that carry the Scalar Engine's accumulator registers across instructions are not built."""
+    value = getattr(cmd, "value", cmd)
+    if value not in (None, "idle", "reset_reduce"):
+        raise errors.make("unsupported", f"nisa.activation reduce_cmd={value!r} (accumulator registers kept across "
+                          "instructions) is not built yet", loc=loc,
+                          hint="reduce each instruction into its own [P, 1] reduce_res tile (reduce_cmd=reset_reduce) "
+                          "and combine those tiles with nl.add / nl.maximum")
 
 
 def _attach_reduce(out: Tile, data, reduce_op, reduce_res, opname: str, loc) -> None:
@@ -182,6 +194,10 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     loc = capture_loc(2)
     d = _operand(dst, "dst", "tensor_copy_predicated", loc)
     p = _operand(predicate, "predicate", "tensor_copy_predicated", loc)
+    if dtype is not None and resolve_dtype(dtype, loc) != d.dtype_name:
+        raise errors.make("dtype", f"tensor_copy_predicated writes dst ({d.dtype_name}) in place: dtype="
+                          f"{resolve_dtype(dtype, loc)} cannot change it", loc=loc,
+                          hint="drop dtype=, or copy into a dst tile of the wanted dtype")
     require_same_partitions("nisa.tensor_copy_predicated", (("dst", d), ("predicate", p), ("src", src)), loc)
     if isinstance(src, Tile):
         s = _operand(src, "src", "tensor_copy_predicated", loc)

@@ -48,7 +48,7 @@ def _operand(x, what: str, op: str, loc) -> Tile:
 def require_same_partitions(op: str, operands, loc) -> None:
     """NKI's err_num_partition_mismatch: the nisa instructions need every tile operand to have the same
     number of partitions (nki.errors docs; only the nl functions broadcast over partitions)."""
-    tiles = [(what, t) for what, t in operands if isinstance(t, Tile)]
+    tiles = [(what, t) for what, t in operands if isinstance(t, Tile) and t.shape]
     parts = {t.shape[0] for _, t in tiles}
     if len(parts) > 1:
         listed = ", ".join(f"{what}{list(t.shape)}" for what, t in tiles)

@@ -121,7 +121,7 @@ class Tile:
     # ---- operators -> nl ops
     def _bin(self, other, name: str, reverse: bool = False):
         from . import ops_math
-        if isinstance(other, Tile) and other.shape[0] != self.shape[0]:
+        if isinstance(other, Tile) and self.shape and other.shape and other.shape[0] != self.shape[0]:
             _partition_broadcast_error(name, *((other, self) if reverse else (self, other)))
         fn = getattr(ops_math, name)
         return fn(other, self) if reverse else fn(self, other)

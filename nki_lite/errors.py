@@ -187,7 +187,8 @@ _TABLE = [
     ("NL-E906", "unknown_keyword", ArgumentError, "an nl/nisa API was called with a keyword it does not take",
      "check the spelling; docs/api_keywords.md lists the keywords of every API (and the ones it ignores)"),
     ("NL-E907", "call_signature", ArgumentError,
-     "an nl/nisa API was called with the wrong number of positional arguments, or an argument missing or given twice",
+     "an nl/nisa API was called with the wrong number of positional arguments, or an argument missing or "
+     "given twice",
      "call it as its signature says (docs/api_keywords.md)"),
 ]
 

@@ -307,7 +307,8 @@ def activation_accumulating(x, cmd):
     out = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
     res = nl.ndarray((x.shape[0], 1), dtype=nl.float32)
     t = nl.load(x)
-    nisa.activation(op=nl.exp, data=t, reduce_op=np.add, reduce_res=res, reduce_cmd=getattr(nisa.reduce_cmd, cmd))  # MARK-RCMD
+    command = getattr(nisa.reduce_cmd, cmd)
+    nisa.activation(op=nl.exp, data=t, reduce_op=np.add, reduce_res=res, reduce_cmd=command)  # MARK-RCMD
     nl.store(out, res)
     return out
 

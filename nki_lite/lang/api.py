@@ -46,8 +46,8 @@ IGNORED = {
     "is_moving_onezero": "a performance hint that the operand holds only 0 and 1; the product is the same",
     "tile_position": "where a small matmul sits in the PE array (trn2+); the product is the same",
     "tile_size": "the PE-array tile a small matmul occupies (trn2+); the product is the same",
-    "buffer": "(nisa.activation) the memory of the result (public kernels pass buffer=nl.psum); nki_lite keeps the result in SBUF, "
-              "with the same values",
+    "buffer": "(nisa.activation) the memory of the result (public kernels pass buffer=nl.psum); nki_lite keeps "
+              "the result in SBUF, with the same values",
 }
 
 

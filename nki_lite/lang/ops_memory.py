@@ -35,9 +35,11 @@ def _require_space(t: Tile, spaces: tuple[ir.Space, ...], what: str, op: str, lo
 
 
 ON_CHIP = (ir.Space.SBUF, ir.Space.PSUM)
+# NKI's mode=oob_mode.skip/error only matters for indirect (data-dependent) DMA, which is not built
+_OOB_MODE = {"mode": "mode= (oob_mode, for indirect DMA) is not built yet: nki_lite has no indirect indexing"}
 
 
-@api("nl.load", unsupported={"mode": "mode= (oob_mode, for indirect DMA) is not built yet: nki_lite has no indirect indexing"})
+@api("nl.load", unsupported=_OOB_MODE)
 def load(src, *, mask=None, dtype=None) -> Tile:
     """nl.load: HBM tensor (view) -> new SBUF tile."""
     tr = current()
@@ -57,7 +59,7 @@ def load(src, *, mask=None, dtype=None) -> Tile:
     return Tile(tr, out, dt)
 
 
-@api("nl.store", unsupported={"mode": "mode= (oob_mode, for indirect DMA) is not built yet: nki_lite has no indirect indexing"})
+@api("nl.store", unsupported=_OOB_MODE)
 def store(dst, value, *, mask=None) -> None:
     """nl.store: on-chip tile -> HBM tensor (view)."""
     tr = current()

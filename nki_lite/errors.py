@@ -184,6 +184,12 @@ _TABLE = [
      "index the block dimensions in front of the partition dimension away first (x[i] in a loop over the blocks)"),
     ("NL-E404", "psum_bank", MemoryCapacityError, "a matmul output in PSUM does not fit in one 2 KiB bank per partition",
      "start each matmul output at a 2 KiB boundary (a multiple of 512 fp32 elements) and keep N <= 512 fp32"),
+    ("NL-E906", "unknown_keyword", ArgumentError, "an nl/nisa API was called with a keyword it does not take",
+     "check the spelling; docs/api_keywords.md lists the keywords of every API (and the ones it ignores)"),
+    ("NL-E907", "call_signature", ArgumentError,
+     "an nl/nisa API was called with the wrong number of positional arguments, or an argument missing or "
+     "given twice",
+     "call it as its signature says (docs/api_keywords.md)"),
 ]
 
 ERRORS: dict[str, ErrorCode] = {name: ErrorCode(code, name, cls, summary, hint)

@@ -2,6 +2,7 @@
 
 Everything here is re-exported from nki_lite/lang; see docs/status.md for what is built.
 """
+from .lang.api import api as _api
 from .lang.dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32,  # noqa: F401
                           int8, int16, int32, tfloat32, uint8, uint16, uint32)
 from .lang.index import arange, ds, mgrid  # noqa: F401
@@ -21,7 +22,8 @@ from .lang.ranges import nc, spmd_dim, affine_range, num_programs, program_id, p
 bool = bool_  # noqa: A001 - NKI exposes nl.bool_; some code writes nl.bool
 
 
-def logical_not(x, *, dtype=None, mask=None, **kwargs):
+@_api("nl.logical_not")
+def logical_not(x, *, dtype=None, mask=None):
     """nl.logical_not: 1 where x == 0, else 0."""
     return equal(x, 0, dtype=dtype if dtype is not None else "bool", mask=mask)
 

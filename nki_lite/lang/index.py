@@ -18,6 +18,7 @@ import numpy as np
 from .. import errors
 from ..loc import capture_loc
 from ..lower.affine import Affine, Cmp, Mask, axis_var
+from .api import api
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -203,6 +204,7 @@ def is_symbolic(x) -> bool:
 
 # ---------------------------------------------------------------- constructors
 
+@api("nl.arange")
 def arange(*args) -> Index:
     """nl.arange(stop) / nl.arange(start, stop): a 1-D affine index (lift it with [:, None])."""
     if len(args) == 1:
@@ -259,6 +261,7 @@ class DynSlice:
     step: int = 1
 
 
+@api("nl.ds")
 def ds(start, size) -> DynSlice:
     if not isinstance(size, (int, np.integer)) or size <= 0:
         raise _err("bad_index", f"nl.ds size must be a positive Python int, got {size!r}")

@@ -15,6 +15,7 @@ from .. import errors
 from ..loc import Loc, capture_loc
 from ..lower import ir
 from . import dtypes as D
+from .api import api
 from .tracer import Tracer, attrs, current
 
 PMAX = 128
@@ -39,6 +40,7 @@ hbm = MemorySpace("hbm", ir.Space.HBM)
 SPACE_OBJECTS = {ir.Space.SBUF: sbuf, ir.Space.PSUM: psum, ir.Space.HBM: shared_hbm}
 
 
+@api("nl.par_dim")
 class par_dim(int):
     """nl.par_dim(n): marks the partition dimension of an on-chip tensor shape."""
 
@@ -117,7 +119,8 @@ def new_tile(shape, dtype: str, space: ir.Space = ir.Space.SBUF, base: str = "t"
     return Tile(tr, ir.Access.full(buf), dtype)
 
 
-def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+@api("nl.ndarray", ignored=("lazy_initialization", "address"))
+def ndarray(shape, dtype, *, buffer=None, name: str = ""):
     """nl.ndarray: a new, uninitialised tensor in `buffer` (default nl.sbuf)."""
     from .tile import Tile
     tr = current()
@@ -149,15 +152,18 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     return Tile(tr, acc, dt)
 
 
-def zeros(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+@api("nl.zeros", ignored=("lazy_initialization",))
+def zeros(shape, dtype, *, buffer=None, name: str = ""):
     return _filled(shape, 0, dtype, buffer, name, "zeros")
 
 
-def ones(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+@api("nl.ones", ignored=("lazy_initialization",))
+def ones(shape, dtype, *, buffer=None, name: str = ""):
     return _filled(shape, 1, dtype, buffer, name, "ones")
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name: str = "", **kwargs):
+@api("nl.full", ignored=("lazy_initialization",))
+def full(shape, fill_value, dtype, *, buffer=None, name: str = ""):
     if not isinstance(fill_value, (int, float, bool, np.number)):
         raise errors.make("argument", f"nl.full fill_value must be a Python number, got {fill_value!r}",
                           loc=capture_loc(2))
@@ -172,13 +178,16 @@ def _like(a, dtype, buffer, name, fill):
     return _filled(a.shape, fill, dt, buf, name, "zeros_like")
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+@api("nl.zeros_like", ignored=("lazy_initialization",))
+def zeros_like(a, dtype=None, *, buffer=None, name: str = ""):
     return _like(a, dtype, buffer, name, 0)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+@api("nl.ones_like", ignored=("lazy_initialization",))
+def ones_like(a, dtype=None, *, buffer=None, name: str = ""):
     return _like(a, dtype, buffer, name, 1)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+@api("nl.empty_like", ignored=("lazy_initialization",))
+def empty_like(a, dtype=None, *, buffer=None, name: str = ""):
     return _like(a, dtype, buffer, name, None)

@@ -14,10 +14,12 @@ from .. import errors
 from ..loc import capture_loc
 from ..lower import ir
 from . import dtypes as D
+from .api import api, isa
 from .masks import to_mask
 from .memory import check_shape, new_buffer, resolve_dtype
 from .opnames import act_name, alu_name
-from .ops_math import _operand, _out, _scalar_imm, activation_tile, elementwise, matmul_pending, reduce_tile
+from .ops_math import (_operand, _out, _scalar_imm, elementwise, matmul_pending, reduce_tile,
+                       require_same_partitions)
 from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
@@ -46,6 +48,7 @@ _TARGET_VERSION = {"trn1": nc_version.gen2, "inf2": nc_version.gen2, "trn2": nc_
                    "trn3": nc_version.gen4}
 
 
+@api("nisa.get_nc_version")
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the kernel's target (trn1: gen2, trn2: gen3, trn3: gen4)."""
     return _TARGET_VERSION[current().target]
@@ -57,8 +60,9 @@ def _engine(e, default: str) -> str:
     return e.value if isinstance(e, engine) else str(e)
 
 
+@isa("nisa.nc_matmul", ignored=("is_stationary_onezero", "is_moving_onezero", "tile_position", "tile_size"))
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=None, tile_size=None, mask=None, perf_mode=None, **kwargs):
+              tile_position=None, tile_size=None, mask=None, perf_mode=None):
     """stationary[K, M]^T @ moving[K, N] -> PSUM [M, N] fp32 (k summed in order)."""
     loc = capture_loc(2)
     if is_transpose:
@@ -70,26 +74,18 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     return matmul_pending(stationary, moving, loc, "nc_matmul", perf_mode=pm if pm not in (None, "none") else None)
 
 
-def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
-               dtype=None, **kwargs):
-    """out = op(data * scale + bias) on the Scalar Engine."""
+@isa("nisa.tensor_tensor")
+def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None):
     loc = capture_loc(2)
-    if reduce_res is not None or reduce_op is not None:
-        raise errors.make("unsupported", "activation with reduce_op/reduce_res is not built yet", loc=loc,
-                          hint="follow the activation with nisa.tensor_reduce")
-    return activation_tile(act_name(op, loc), data, dtype, mask, bias=bias, scale=scale, loc=loc,
-                           opname="activation")
+    a = _operand(data1, "data1", "tensor_tensor", loc)
+    b = _operand(data2, "data2", "tensor_tensor", loc)
+    require_same_partitions("nisa.tensor_tensor", (("data1", a), ("data2", b)), loc)
+    return elementwise(alu_name(op, loc), a, b, dtype, mask, loc=loc, engine=_engine(engine, "vector"))
 
 
-def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None, **kwargs):
-    loc = capture_loc(2)
-    return elementwise(alu_name(op, loc), _operand(data1, "data1", "tensor_tensor", loc),
-                       _operand(data2, "data2", "tensor_tensor", loc), dtype, mask, loc=loc,
-                       engine=_engine(engine, "vector"))
-
-
+@isa("nisa.tensor_scalar")
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
-                  mask=None, engine=None, **kwargs):
+                  mask=None, engine=None):
     """out = (data op0 operand0) op1 operand1; operands are scalars or [P, 1] tiles. Each op rounds to fp32."""
     tr = current()
     loc = capture_loc(2)
@@ -122,13 +118,15 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     return Tile(tr, dst, dt)
 
 
-def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+@isa("nisa.tensor_reduce")
+def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False):
     loc = capture_loc(2)
     return reduce_tile(alu_name(op, loc), data, axis, dtype, mask, keepdims, negate=bool(negate), loc=loc,
                        what="tensor_reduce")
 
 
-def tensor_copy(src, *, mask=None, dtype=None, engine=None, **kwargs):
+@isa("nisa.tensor_copy")
+def tensor_copy(src, *, mask=None, dtype=None, engine=None):
     tr = current()
     loc = capture_loc(2)
     t = _operand(src, "src", "tensor_copy", loc)
@@ -139,7 +137,8 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def memset(shape, value, dtype, *, mask=None, engine=None, **kwargs):
+@isa("nisa.memset")
+def memset(shape, value, dtype, *, mask=None, engine=None):
     tr = current()
     loc = capture_loc(2)
     dims, par_axis = check_shape(shape, loc)

@@ -12,12 +12,13 @@ from .. import errors
 from ..loc import capture_loc
 from ..lower import ir
 from . import dtypes as D
+from .api import api, isa
 from .index import Index, Predicate
 from .masks import to_mask
 from .memory import new_buffer, resolve_dtype
 from .opnames import act_name, alu_name
 from .ops_isa import _engine
-from .ops_math import _operand, _out, _scalar_imm, activation_tile
+from .ops_math import _operand, _out, _scalar_imm, activation_tile, require_same_partitions
 from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
@@ -46,10 +47,12 @@ def _reduce_out(reduce_res, data: Tile, op: str, loc) -> ir.Access:
     return r.access
 
 
+@isa("nisa.activation", ignored=("buffer",))
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
-               dtype=None, **kwargs):
+               dtype=None):
     """nisa.activation: out = op(data * scale + bias); with reduce_res, also reduce_op over the free axes."""
     loc = capture_loc(2)
+    _check_reduce_cmd(reduce_cmd, loc)
     out = activation_tile(act_name(op, loc), data, dtype, mask, bias=bias, scale=scale, loc=loc,
                           opname="activation")
     if reduce_res is not None or reduce_op is not None:
@@ -57,13 +60,25 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     return out
 
 
-def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+@isa("nisa.activation_reduce")
+def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None):
     """nisa.activation_reduce: activation plus a reduction of its (fp32) results into reduce_res."""
     loc = capture_loc(2)
     out = activation_tile(act_name(op, loc), data, dtype, mask, bias=bias, scale=scale, loc=loc,
                           opname="activation_reduce")
     _attach_reduce(out, data, reduce_op, reduce_res, "activation_reduce", loc)
     return out
+
+
+def _check_reduce_cmd(cmd, loc) -> None:
+    """nki_lite reduces each instruction on its own: reduce_cmd idle (the default) or reset_reduce. The
+    commands that carry the Scalar Engine's accumulator registers across instructions are not built."""
+    value = getattr(cmd, "value", cmd)
+    if value not in (None, "idle", "reset_reduce"):
+        raise errors.make("unsupported", f"nisa.activation reduce_cmd={value!r} (accumulator registers kept across "
+                          "instructions) is not built yet", loc=loc,
+                          hint="reduce each instruction into its own [P, 1] reduce_res tile (reduce_cmd=reset_reduce) "
+                          "and combine those tiles with nl.add / nl.maximum")
 
 
 def _attach_reduce(out: Tile, data, reduce_op, reduce_res, opname: str, loc) -> None:
@@ -80,8 +95,8 @@ def _attach_reduce(out: Tile, data, reduce_op, reduce_res, opname: str, loc) -> 
                         instr.mask, instr.loc)
 
 
-def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
-                         **kwargs):
+@isa("nisa.tensor_scalar_reduce")
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None):
     """nisa.tensor_scalar_reduce: out = data op0 operand0, reduce_res = reduce_op(out) over the free axes."""
     from .ops_isa import tensor_scalar
     loc = capture_loc(2)
@@ -90,8 +105,9 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     return out
 
 
+@isa("nisa.scalar_tensor_tensor")
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
-                         mask=None, **kwargs):
+                         mask=None):
     """nisa.scalar_tensor_tensor: (data op0 operand0) op1 operand1; operand1 is a tile of data's shape."""
     tr = current()
     loc = capture_loc(2)
@@ -112,8 +128,8 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     return Tile(tr, dst, dt)
 
 
-def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
-                       **kwargs):
+@isa("nisa.tensor_tensor_scan")
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None):
     """nisa.tensor_tensor_scan: out[:, j] = op1(op0(data0[:, j], out[:, j-1]), data1[:, j]), out[:, -1] = initial."""
     tr = current()
     loc = capture_loc(2)
@@ -133,7 +149,8 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     return Tile(tr, dst, dt)
 
 
-def iota(expr, dtype, *, mask=None, **kwargs):
+@isa("nisa.iota")
+def iota(expr, dtype, *, mask=None):
     """nisa.iota: a tile holding the values of an affine index expression (computed in int32)."""
     tr = current()
     loc = capture_loc(2)
@@ -148,7 +165,8 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+@isa("nisa.affine_select")
+def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None):
     """nisa.affine_select: out = pred(index) ? on_true_tile : on_false_value (pred is one affine comparison)."""
     tr = current()
     loc = capture_loc(2)
@@ -169,12 +187,18 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     return Tile(tr, dst, dt)
 
 
-def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
+@isa("nisa.tensor_copy_predicated")
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None):
     """nisa.tensor_copy_predicated: dst = predicate ? src : dst (in place)."""
     tr = current()
     loc = capture_loc(2)
     d = _operand(dst, "dst", "tensor_copy_predicated", loc)
     p = _operand(predicate, "predicate", "tensor_copy_predicated", loc)
+    if dtype is not None and resolve_dtype(dtype, loc) != d.dtype_name:
+        raise errors.make("dtype", f"tensor_copy_predicated writes dst ({d.dtype_name}) in place: dtype="
+                          f"{resolve_dtype(dtype, loc)} cannot change it", loc=loc,
+                          hint="drop dtype=, or copy into a dst tile of the wanted dtype")
+    require_same_partitions("nisa.tensor_copy_predicated", (("dst", d), ("predicate", p), ("src", src)), loc)
     if isinstance(src, Tile):
         s = _operand(src, "src", "tensor_copy_predicated", loc)
         sacc = broadcast_access(s.access, d.shape, "src")
@@ -187,7 +211,8 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     return d
 
 
-def bn_stats(data, *, mask=None, dtype=None, **kwargs):
+@isa("nisa.bn_stats")
+def bn_stats(data, *, mask=None, dtype=None):
     """nisa.bn_stats: [P, 6] = (count, mean, var*count) of the even and of the odd free elements."""
     tr = current()
     loc = capture_loc(2)
@@ -198,7 +223,8 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
+@isa("nisa.bn_aggr")
+def bn_aggr(data, *, mask=None, dtype=None):
     """nisa.bn_aggr: combine (count, mean, var*count) triples per partition into [P, 2] = (mean, var)."""
     tr = current()
     loc = capture_loc(2)
@@ -213,7 +239,8 @@ def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def max8(*, src, mask=None, dtype=None, **kwargs):
+@isa("nisa.max8")
+def max8(*, src, mask=None, dtype=None):
     """nisa.max8: the 8 largest values per partition in descending order, [P, 8]."""
     tr = current()
     loc = capture_loc(2)
@@ -227,7 +254,8 @@ def max8(*, src, mask=None, dtype=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+@isa("nisa.nc_find_index8")
+def nc_find_index8(*, data, vals, mask=None, dtype=None):
     """nisa.nc_find_index8: per partition, the index of the first occurrence of each of 8 values (uint32)."""
     tr = current()
     loc = capture_loc(2)
@@ -245,7 +273,8 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def nc_transpose(data, *, mask=None, dtype=None, engine=None, **kwargs):
+@isa("nisa.nc_transpose")
+def nc_transpose(data, *, mask=None, dtype=None, engine=None):
     """nisa.nc_transpose: PF transpose on the Tensor Engine (<=128x128, SBUF -> PSUM) or the Vector
     Engine (<=32x32). Free axes are collapsed first. Exact data movement."""
     tr = current()
@@ -269,7 +298,8 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=None, **kwargs):
     return Tile(tr, dst, dt)
 
 
-def reciprocal(data, *, dtype=None, mask=None, **kwargs):
+@isa("nisa.reciprocal")
+def reciprocal(data, *, dtype=None, mask=None):
     """nisa.reciprocal: 1/x on the Vector Engine (IEEE division in fp32)."""
     loc = capture_loc(2)
     out = activation_tile("reciprocal", data, dtype, mask, loc=loc, opname="reciprocal")
@@ -281,7 +311,8 @@ def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     return out
 
 
-def device_print(prefix, x, *, mask=None, **kwargs):
+@api("nl.device_print")
+def device_print(prefix, x, *, mask=None):
     """nl.device_print: print a tile's values when the kernel runs (interpreter: stdout)."""
     tr = current()
     loc = capture_loc(2)

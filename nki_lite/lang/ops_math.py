@@ -18,6 +18,7 @@ from ..lower import ir
 from ..lower.affine import Affine, axis_var
 from ..numerics import alu
 from . import dtypes as D
+from .api import api
 from .masks import to_mask
 from .memory import new_buffer, resolve_dtype
 from .ops_memory import ON_CHIP
@@ -42,6 +43,22 @@ def _operand(x, what: str, op: str, loc) -> Tile:
         raise errors.make("memory_space", f"Expected operand '{what}' of '{op}' to be in address space 'psum|sbuf', "
                           f"but got a tile in 'hbm' instead", loc=loc, hint="nl.load it into SBUF first")
     return x
+
+
+def require_same_partitions(op: str, operands, loc) -> None:
+    """NKI's err_num_partition_mismatch: the nisa instructions need every tile operand to have the same
+    number of partitions (nki.errors docs; only the nl functions broadcast over partitions)."""
+    tiles = [(what, t) for what, t in operands if isinstance(t, Tile) and t.shape]
+    parts = {t.shape[0] for _, t in tiles}
+    if len(parts) > 1:
+        listed = ", ".join(f"{what}{list(t.shape)}" for what, t in tiles)
+        big = builtins.max(tiles, key=lambda wt: wt[1].shape[0])[1]
+        what, small = next((w, t) for w, t in tiles if t.shape[0] != big.shape[0])
+        target = (big.shape[0],) + tuple(small.shape[1:])
+        raise errors.make("shape_mismatch", f"number of partitions (dimension 0 of a tile) mismatch in parameters "
+                          f"({listed}) of '{op}': its tile operands must have the same number of partitions",
+                          loc=loc, hint=f"broadcast the partition axis explicitly: pass {what}.broadcast_to({target})"
+                          " (the nl functions, e.g. nl.add, broadcast over partitions themselves)")
 
 
 def _out(shape, dt: str, loc, base: str = "t") -> ir.Access:
@@ -113,11 +130,10 @@ def _int_result(opname: str, dts, dt: str) -> str:
 
 
 def _binary(name):
-    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+    def fn(x, y, *, dtype=None, mask=None):
         return elementwise(name, x, y, dtype, mask)
-    fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, y, *, dtype=None, mask=None): elementwise {name} (NKI broadcasting)."
-    return fn
+    return api(f"nl.{name}", ignored=("max_free_vec_size",))(fn)
 
 
 add = _binary("add")
@@ -144,7 +160,8 @@ left_shift = _binary("left_shift")
 right_shift = _binary("right_shift")
 
 
-def power(x, y, *, dtype=None, mask=None, **kwargs):
+@api("nl.power")
+def power(x, y, *, dtype=None, mask=None):
     raise errors.make("unsupported", "nl.power is not built yet", loc=capture_loc(2),
                       hint="use nl.multiply for integer powers, or nl.exp(y * nl.log(x))")
 
@@ -164,6 +181,7 @@ def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None
     dst = _out(t.shape, dt, loc)
     ins: list = [t.access]
     scale_attr = None
+    require_same_partitions(f"nisa.{opname}" if opname else func, (("data", t), ("bias", bias), ("scale", scale)), loc)
     if isinstance(scale, Tile):
         ins.append(broadcast_access(_operand(scale, "scale", "activation", loc).access, t.shape, "scale"))
         scale_attr = "tile"
@@ -183,11 +201,10 @@ def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None
 
 
 def _unary(func):
-    def fn(x, *, dtype=None, mask=None, **kwargs):
+    def fn(x, *, dtype=None, mask=None):
         return activation_tile(func, x, dtype, mask)
-    fn.__name__ = func
     fn.__doc__ = f"nl.{func}(x, *, dtype=None, mask=None): elementwise {func} (nki_lite fp32 algorithm)."
-    return fn
+    return api(f"nl.{func}")(fn)
 
 
 exp = _unary("exp")
@@ -214,7 +231,8 @@ mish = _unary("mish")
 sign = _unary("sign")
 
 
-def invert(x, *, dtype=None, mask=None, **kwargs):
+@api("nl.invert")
+def invert(x, *, dtype=None, mask=None):
     """nl.invert: bitwise NOT of an integer tile (x ^ all-ones)."""
     loc = capture_loc(2)
     t = _operand(x, "x", "invert", loc)
@@ -224,7 +242,8 @@ def invert(x, *, dtype=None, mask=None, **kwargs):
     return elementwise("bitwise_xor", t, -1, dtype or t.dtype, mask, loc=loc)
 
 
-def copy(x, *, dtype=None, mask=None, **kwargs) -> Tile:
+@api("nl.copy")
+def copy(x, *, dtype=None, mask=None) -> Tile:
     """nl.copy: a new tile with x's values (cast to dtype)."""
     tr = current()
     loc = capture_loc(2)
@@ -272,26 +291,26 @@ def reduce_tile(op: str, x, axis, dtype, mask, keepdims: bool, negate: bool = Fa
 
 
 def _reduction(op, name):
-    def fn(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    def fn(x, axis=None, *, dtype=None, mask=None, keepdims=False):
         return reduce_tile(op, x, axis, dtype, mask, keepdims, what=name)
-    fn.__name__ = name
     fn.__doc__ = f"nl.{name}(x, axis, *, dtype=None, mask=None, keepdims=False): reduce along free axes."
-    return fn
+    return api(f"nl.{name}")(fn)
 
 
 sum = _reduction("add", "sum")  # noqa: A001
 max = _reduction("maximum", "max")  # noqa: A001
 min = _reduction("minimum", "min")  # noqa: A001
 prod = _reduction("multiply", "prod")
-_all = _reduction("logical_and", "all")
 
 
-def all(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):  # noqa: A001 - NKI's name
+@api("nl.all")
+def all(x, axis=None, *, dtype=None, mask=None, keepdims=False):  # noqa: A001 - NKI's name
     """nl.all: whether all elements along the free axes are nonzero (bool by default)."""
     return reduce_tile("logical_and", x, axis, dtype if dtype is not None else "bool", mask, keepdims, what="all")
 
 
-def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
+@api("nl.mean")
+def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False):
     """nl.mean: fp32 sum in nki_lite's reduction order, then one fp32 division by the count."""
     loc = capture_loc(2)
     t = _operand(x, "x", "mean", loc)
@@ -307,7 +326,8 @@ def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False, **kwargs):
 
 # ---------------------------------------------------------------- layout and selection
 
-def broadcast_to(src, shape, **kwargs) -> Tile:
+@api("nl.broadcast_to")
+def broadcast_to(src, shape) -> Tile:
     """nl.broadcast_to: a broadcast view of src with `shape` (no data movement in nki_lite)."""
     loc = capture_loc(2)
     if not isinstance(src, Tile):
@@ -315,7 +335,8 @@ def broadcast_to(src, shape, **kwargs) -> Tile:
     return src.view_of(broadcast_access(src.access, tuple(int(s) for s in shape), "src"))
 
 
-def transpose(x, *, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+@api("nl.transpose")
+def transpose(x, *, dtype=None, mask=None, engine=None) -> Tile:
     """nl.transpose: 2-D partition/free transpose (exact data movement; cast to dtype)."""
     tr = current()
     loc = capture_loc(2)
@@ -329,7 +350,8 @@ def transpose(x, *, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
     return Tile(tr, dst, dt)
 
 
-def where(condition, x, y, *, dtype=None, mask=None, **kwargs) -> Tile:
+@api("nl.where")
+def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
     """nl.where: condition ? x : y elementwise (x / y may be Python numbers)."""
     tr = current()
     loc = capture_loc(2)
@@ -371,7 +393,8 @@ def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> Pen
                          attrs(engine="tensor", **extra), loc)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+@api("nl.matmul")
+def matmul(x, y, *, transpose_x=False, mask=None):
     """nl.matmul(x, y, transpose_x): x @ y into a PSUM tile (fp32). With transpose_x=False x is [M, K]
     and is transposed on the Tensor Engine first (an explicit transpose instruction)."""
     loc = capture_loc(2)
@@ -405,7 +428,8 @@ def ufunc_to_op(ufunc):
     return table.get(ufunc)
 
 
-def var(x, axis, *, dtype=None, mask=None, **kwargs):
+@api("nl.var")
+def var(x, axis, *, dtype=None, mask=None):
     """nl.var: population variance along free axes = mean((x - mean(x))^2), each step in fp32."""
     loc = capture_loc(2)
     t = _operand(x, "x", "var", loc)

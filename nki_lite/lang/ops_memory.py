@@ -13,6 +13,7 @@ from .. import errors
 from ..loc import capture_loc
 from ..lower import ir
 from . import dtypes as D
+from .api import api
 from .masks import to_mask
 from .memory import new_buffer, resolve_dtype
 from .tile import PendingMatmul, Tile, broadcast_access
@@ -34,9 +35,12 @@ def _require_space(t: Tile, spaces: tuple[ir.Space, ...], what: str, op: str, lo
 
 
 ON_CHIP = (ir.Space.SBUF, ir.Space.PSUM)
+# NKI's mode=oob_mode.skip/error only matters for indirect (data-dependent) DMA, which is not built
+_OOB_MODE = {"mode": "mode= (oob_mode, for indirect DMA) is not built yet: nki_lite has no indirect indexing"}
 
 
-def load(src, *, mask=None, dtype=None, **kwargs) -> Tile:
+@api("nl.load", unsupported=_OOB_MODE)
+def load(src, *, mask=None, dtype=None) -> Tile:
     """nl.load: HBM tensor (view) -> new SBUF tile."""
     tr = current()
     loc = capture_loc(2)
@@ -55,7 +59,8 @@ def load(src, *, mask=None, dtype=None, **kwargs) -> Tile:
     return Tile(tr, out, dt)
 
 
-def store(dst, value, *, mask=None, **kwargs) -> None:
+@api("nl.store", unsupported=_OOB_MODE)
+def store(dst, value, *, mask=None) -> None:
     """nl.store: on-chip tile -> HBM tensor (view)."""
     tr = current()
     loc = capture_loc(2)
@@ -149,7 +154,8 @@ def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
     return Tile(tr, ir.Access.full(alias), t.dtype_name)
 
 
-def load_transpose2d(src, *, mask=None, dtype=None, **kwargs) -> Tile:
+@api("nl.load_transpose2d")
+def load_transpose2d(src, *, mask=None, dtype=None) -> Tile:
     """nl.load_transpose2d: HBM [R, C] -> SBUF tile [C, R] (the DMA transposes)."""
     from ..lower.affine import Affine, axis_var
     tr = current()
@@ -169,7 +175,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs) -> Tile:
     return Tile(tr, out, dt)
 
 
-def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+@api("nl.shared_constant")
+def shared_constant(constant, dtype=None) -> Tile:
     """nl.shared_constant: a read-only HBM tensor holding host data known at trace time."""
     tr = current()
     loc = capture_loc(2)
@@ -185,11 +192,13 @@ def shared_constant(constant, dtype=None, **kwargs) -> Tile:
     return Tile(tr, ir.Access.full(buf), dt)
 
 
-def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
+@api("nl.shared_identity_matrix")
+def shared_identity_matrix(n, dtype=np.uint8) -> Tile:
     """nl.shared_identity_matrix: an n x n identity as a shared constant."""
     return shared_constant(np.identity(int(n)), dtype=dtype)
 
 
+@api("nl.static_cast")
 def static_cast(input_data, dtype):
     """nl.static_cast: host-side cast of a scalar or array (no tracing)."""
     from .memory import resolve_dtype as _rd

@@ -12,6 +12,7 @@ import numpy as np
 from .. import errors
 from ..loc import capture_loc
 from ..lower.affine import Affine
+from .api import api
 from .index import Index
 from .tracer import current
 
@@ -63,21 +64,26 @@ class _Range:
         return len(range(*self.args))
 
 
-def affine_range(*args, **kwargs):
+@api("nl.affine_range", ignored=("precise_schedule", "directives"))
+def affine_range(*args):
     """Parallel loop (iterations independent except PSUM += accumulation); stays a loop in the IR."""
     return _Range(args, "affine", "nl.affine_range")
 
 
-def sequential_range(*args, **kwargs):
+@api("nl.sequential_range", ignored=("precise_schedule", "directives"))
+def sequential_range(*args):
     """Loop with a carried dependency allowed; stays a loop in the IR, runs in order."""
     return _Range(args, "sequential", "nl.sequential_range")
 
 
-def static_range(*args, **kwargs):
+@api("nl.static_range")
+def static_range(*args):
     """Unrolled at trace time (like Python's range)."""
-    return range(*args)
+    _bounds(args, "nl.static_range", capture_loc(2))
+    return range(*[int(a) for a in args])
 
 
+@api("nl.program_id")
 def program_id(axis: int = 0) -> Index:
     tr = current()
     if not 0 <= axis < max(1, len(tr.grid)):
@@ -88,6 +94,7 @@ def program_id(axis: int = 0) -> Index:
     return Index(Affine.var(f"pid{axis}"))
 
 
+@api("nl.num_programs")
 def num_programs(axes=None) -> int:
     tr = current()
     grid = tr.grid or (1,)
@@ -98,10 +105,12 @@ def num_programs(axes=None) -> int:
     return int(grid[axes]) if axes < len(grid) else 1
 
 
+@api("nl.program_ndim")
 def program_ndim() -> int:
     return len(current().grid)
 
 
+@api("nl.nc")
 class nc:  # noqa: N801 - NKI's spelling
     """nl.nc(n): a launch-grid dimension spread over n physical NeuronCores (runs serially here)."""
 
@@ -114,6 +123,7 @@ class nc:  # noqa: N801 - NKI's spelling
     __rmul__ = __mul__
 
 
+@api("nl.spmd_dim")
 class spmd_dim:  # noqa: N801
     """nl.spmd_dim(a, b): a grid dimension of size a*b (sharding annotations do not change results)."""
 

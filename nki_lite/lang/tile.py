@@ -121,6 +121,8 @@ class Tile:
     # ---- operators -> nl ops
     def _bin(self, other, name: str, reverse: bool = False):
         from . import ops_math
+        if isinstance(other, Tile) and self.shape and other.shape and other.shape[0] != self.shape[0]:
+            _partition_broadcast_error(name, *((other, self) if reverse else (self, other)))
         fn = getattr(ops_math, name)
         return fn(other, self) if reverse else fn(self, other)
 
@@ -202,6 +204,23 @@ class Tile:
         raise _err("control_flow_on_tile",
                    f"tile '{self.name}' was converted to a numpy array inside the kernel; its values only "
                    "exist when the kernel runs", depth=2)
+
+
+_SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": "%", "power": "**",
+            "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "left_shift": "<<", "right_shift": ">>",
+            "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==",
+            "not_equal": "!="}
+
+
+def _partition_broadcast_error(name: str, x: Tile, y: Tile):
+    """NKI's operator overloads do not broadcast over the partition axis (NKI known issues); the nl
+    functions do. Raised even when one side has 1 partition, which nl.add would broadcast."""
+    small, big = (x, y) if x.shape[0] < y.shape[0] else (y, x)
+    target = (big.shape[0],) + tuple(small.shape[1:])
+    raise _err("shape_mismatch", f"operator '{_SYMBOLS[name]}' on tiles of shapes {list(x.shape)} and "
+               f"{list(y.shape)} would broadcast over the partition axis, which NKI's operator overloads do not "
+               "support", f"call nl.{name}(x, y) (the nl functions broadcast over partitions), or broadcast the "
+               f"{list(small.shape)} tile explicitly with .broadcast_to({target})", depth=4)
 
 
 class PendingMatmul(Tile):

@@ -382,7 +382,7 @@ def test_inspect_threads_says_what_runs_on_threads_and_why_not():
     x = np.zeros((128 * 5, 64), np.float32)
     w = np.zeros((128, 64), np.float32)
     text = row_softmax.inspect_threads(np.zeros((1024, 64), np.float32))
-    assert "programs: 8 iterations of the affine_range loop" in text and "softmax.py:" in text
+    assert "programs: 8 iterations of the affine_range loop" in text and "softmax_kernels.py:" in text
     assert ": on threads" in text.splitlines()[0]
     acc = running_sum_of_tiles.inspect_threads(x)
     assert "serial, because tensor_tensor" in acc and "writes 'acc'" in acc

@@ -51,8 +51,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("NKI_LITE_DEBUG", "0", None, "JIT debug mode: fill new tiles with NaN like the interpreter", _bool),
     Knob("NKI_LITE_DEBUG_NANS", "0", None, "raise NL-E903 at the first instruction that creates a NaN from non-NaN "
          "inputs (JIT calls then run in the interpreter; docs/debugging.md)", _bool),
-    Knob("NKI_LITE_DEBUG_UNINIT", "auto", ("auto", "0", "1"), "uninitialised-read check (NL-E902): auto = in "
-         "interpret mode, 1 = also for JIT calls (which then run in the interpreter), 0 = off"),
+    Knob("NKI_LITE_DEBUG_UNINIT", "0", None, "raise NL-E902 when a value computed from never-written memory "
+         "reaches a kernel output (interpreter; JIT calls then run there; docs/debugging.md)", _bool),
     Knob("NKI_LITE_SHUFFLE", "", None, "an integer seed: run affine_range iterations and SPMD programs in a seeded "
          "random order and raise NL-E601/NL-E602 on cross-iteration races (interpreter; JIT calls then run there)",
          _seed),

@@ -9,8 +9,9 @@ iterations that are proven not to accumulate). The knobs (nki_lite/config.py, re
   depends on was NaN raises NL-E903 at the instruction's line (op, tile, element). NaN inputs
   propagating are not errors, and neither is reading NaN-filled uninitialised memory (that is the
   uninitialised-read check's business).
-- NKI_LITE_DEBUG_UNINIT (auto: interpret mode only; 1: also JIT calls, which then run here; 0: off):
-  a shadow state per element of every buffer — never written, written, or written with a value
+- NKI_LITE_DEBUG_UNINIT=1 (off by default: BAD_INPUTS row 17 makes it a debug check, like NKI's
+  simulator the default interpreter NaN-fills new memory and lets it show in results; and it costs
+  1.3-2.3x interpreter time on the AWS tutorial kernels): a shadow state per element of every buffer — never written, written, or written with a value
   computed from never-written memory ("tainted"), like valgrind's memcheck. Tainted values may
   flow through tiles freely (a masked load followed by unmasked compute and a masked store is
   valid NKI); only when a tainted value is still in a kernel output at the end does NL-E902 name
@@ -23,7 +24,7 @@ iterations that are proven not to accumulate). The knobs (nki_lite/config.py, re
   affine loop (or which program) last wrote and read it: another iteration's write followed by a
   read (RAW), a write (WAW) or a write after another iteration's read (WAR) raises NL-E601
   (loops) or NL-E602 (programs) naming both lines. Iteration-private buffers (allocated inside the
-  loop) and the accumulation idioms verify_deps exempts (PSUM `+=`, `acc[...] += x`) are not races.
+  loop; private HBM scratch declared in it) and the accumulation idioms verify_deps exempts (PSUM `+=`, `acc[...] += x`) are not races.
 
 Which input elements an output element depends on (`depends`): element-wise with broadcasting
 for operands of the output's shape, the transpose for `transpose`, rows x columns for `nc_matmul`,
@@ -37,6 +38,7 @@ import numpy as np
 from .. import config, errors
 from ..lang import dtypes as D
 from ..lower import ir
+from ..lower.verify_deps import _hbm_shared_across
 from .interpreter import Machine
 
 NEVER, WRITTEN, TAINTED = 0, 1, 2
@@ -44,9 +46,8 @@ NEVER, WRITTEN, TAINTED = 0, 1, 2
 
 # ------------------------------------------------------------------------------ which checks are on
 
-def uninit_enabled(mode: str = "interpret") -> bool:
-    v = config.get("NKI_LITE_DEBUG_UNINIT")
-    return v == "1" or (v == "auto" and mode == "interpret")
+def uninit_enabled() -> bool:
+    return bool(config.get("NKI_LITE_DEBUG_UNINIT"))
 
 
 def shuffle_seed() -> int | None:
@@ -56,7 +57,7 @@ def shuffle_seed() -> int | None:
 
 def jit_needs_interpreter() -> bool:
     """A JIT call runs in the interpreter when a check the JIT does not implement is requested."""
-    return bool(config.get("NKI_LITE_DEBUG_NANS")) or uninit_enabled("jit") or shuffle_seed() is not None
+    return bool(config.get("NKI_LITE_DEBUG_NANS")) or uninit_enabled() or shuffle_seed() is not None
 
 
 def machine_class(kernel: ir.Kernel):
@@ -199,6 +200,9 @@ class CheckingMachine(Machine):
         if got is None:
             instrs = [i for i, _ in ir.walk(n.body)]
             private = {self.root(i.out.buffer) for i in instrs if i.op == "alloc"}
+            # private HBM scratch declared in the loop is per iteration, as verify_deps decides it
+            private |= {b.name for b in self.kernel.buffers if b.space == ir.Space.HBM and b.base is None
+                        and not _hbm_shared_across(b, n)}
             acc = any(_exempt(self, i, o) and self.root(o.buffer) not in private for i in instrs for o in i.outs)
             got = self.loop_info[id(n)] = (private, acc)
         return got

@@ -303,7 +303,46 @@ def _nan(r):
     return Bad("nan_created", src, (a,), frozenset({"NL-E903"}), env={"NKI_LITE_DEBUG_NANS": "1"})
 
 
+# (mistake body after `out = nl.ndarray((128, F), float32, shared_hbm)`, codes): API misuse at one line
+_MISUSE = [
+    ("t = nl.ndarray((0, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E104"}),
+    ("t = nl.ndarray((-1, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E104"}),
+    ("t = nl.zeros((128, F + 0.5), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=t)", {"NL-E104"}),
+    ("t = nl.zeros(128, dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=t)", {"NL-E104"}),
+    ("nl.store(out, value=nl.load(a[1.5, :]))", {"NL-E807"}),
+    ("nl.store(out, value=nl.load(a[nl.ds(0, -5), :]))", {"NL-E807"}),
+    ("nl.store(out, value=nl.load(a[0:128:0, :]))", {"NL-E807"}),
+    ("nl.store(out, value=nl.load(a[..., ...]))", {"NL-E807"}),
+    ("ip = nl.arange(-3)[:, None]\nnl.store(out, value=nl.load(a[ip, 0:F]))", {"NL-E807"}),
+    ("nl.store(out, value=nl.load(a[0:128, 0:F, 0]))", {"NL-E104"}),
+    ("t = nl.zeros((128, F), dtype=None, buffer=nl.sbuf)\nnl.store(out, value=t)", {"NL-E202"}),
+    ("t = nl.zeros((128, F), dtype=nl.float32, buffer='sbuf')\nnl.store(out, value=t)", {"NL-E301"}),
+    ("nl.store(out, value=None)", {"NL-E901"}),
+    ("nl.store(out, value=nl.load(np.ones((128, F))))", {"NL-E901"}),
+    ("nl.store(out, value=nl.exp('x'))", {"NL-E901"}),
+    ("x = nl.load(a)\nnl.store(out[0:128, 0:1], value=nl.sum(x, axis=5))", {"NL-E103"}),
+    ("p = nl.program_id(3)\nnl.store(out, value=nl.load(a))", {"NL-E901"}),
+    ("x = nl.load(a)\nnl.store(out, value=nl.load(a[x, :]))", {"NL-E904", "NL-E807"}),
+    ("x = nl.load(a)\nnl.store(out, value=nl.where(x[:, 0:1] > 0, x[:, 0:F - 1], x))", {"NL-E103"}),
+    ("x = nl.load(a)\nnl.store(out, value=nl.bitwise_and(x, x))", {"NL-E201"}),
+    ("x = nl.load(a)\nnl.store(out, value=nl.copy(x, dtype='float128'))", {"NL-E202"}),
+    ("ip = nl.arange(64)[:, None]\nnl.store(out, value=nl.load(a), mask=(ip < 3))", {"NL-E806"}),
+    ("x = nl.load(a)\nnl.store(out, value=nisa.tensor_scalar(x, op0=np.sin, operand0=1.0))", {"NL-E904", "NL-E901"}),
+]
+
+
+def _misuse(r):
+    body, codes = r.choice(_MISUSE)
+    F = r.randint(2, 300)
+    lines = ["@nki.jit", "def k(a):", f"    out = nl.ndarray((128, {F}), dtype=nl.float32, buffer=nl.shared_hbm)"]
+    lines += ["    " + ln.replace("F", str(F)) for ln in body.split("\n")]
+    lines.append("    return out")
+    return Bad("api_misuse", "\n".join(lines) + "\n", (_arr(r, (128, F)),), frozenset(codes))
+
+
 KINDS = {
+    "api_misuse": _misuse,
+    "api_misuse_2": _misuse,
     "partition_limit": _partition_limit,
     "free_size_limit": _transpose_free,
     "sbuf_capacity": _sbuf_capacity,

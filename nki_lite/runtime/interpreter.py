@@ -11,6 +11,8 @@ Contract:
   a violation raises IndexOutOfBoundsError naming the kernel line, the index range and the loop
   variable values.
 - Op semantics live in runtime/interpret_rules.py, registered in the op registry.
+- `programs`, `loop`, `step`, `read` and `write` are the hooks runtime/debug_checks.py overrides
+  (opt-in checks selected by knobs; `run` picks that subclass when one is on).
 """
 from __future__ import annotations
 

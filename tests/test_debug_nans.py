@@ -156,3 +156,17 @@ def test_cast_overflow_to_e4m3fn_creates_nan(monkeypatch):
     monkeypatch.setenv("NKI_LITE_DEBUG_NANS", "1")
     with pytest.raises(errors.KernelFloatingPointError, match=r"tile element \[1, 2\]"):
         cast_kernel(a, mode="interpret")
+
+
+def test_knob_set_after_a_cached_fast_path_call_is_honoured(monkeypatch):
+    """Knobs are read at call time: a JIT launcher cached before the knob was set is not reused."""
+    monkeypatch.delenv("NKI_LITE_DEBUG_NANS", raising=False)
+    a = np.ones((128, 64), np.float32)
+    a[3, 5] = -2.0
+    for _ in range(2):
+        assert np.isnan(log_kernel(a)[3, 5])          # default backend, cached launcher on the 2nd call
+    monkeypatch.setenv("NKI_LITE_DEBUG_NANS", "1")
+    with pytest.raises(errors.KernelFloatingPointError):
+        log_kernel(a)
+    monkeypatch.setenv("NKI_LITE_DEBUG_NANS", "0")
+    assert np.isnan(log_kernel(a)[3, 5])

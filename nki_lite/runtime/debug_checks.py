@@ -188,7 +188,7 @@ class CheckingMachine(Machine):
             for v in order:
                 env[n.var] = int(v)
                 tracker.current = int(v)
-                tracker.labels[int(v)] = f"iteration {n.var}={int(v)}"
+                tracker.labels[int(v)] = f"iteration {n.var}={n.start + n.step * int(v)}"
                 self.exec(n.body, env)
         finally:
             self.trackers.pop()

@@ -28,6 +28,10 @@ def _bool(v: str) -> bool:
     raise ValueError(v)
 
 
+def _seed(v: str) -> str:
+    return v if v == "" else str(int(v))
+
+
 KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("NKI_LITE_MODE", "auto", ("auto", "interpret", "jit"),
          "backend used when a kernel does not pass mode=: auto picks the best available (today: interpret)"),
@@ -45,6 +49,13 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
          "threads for SPMD programs proven independent (0: one per core); results are identical for every count",
          int),
     Knob("NKI_LITE_DEBUG", "0", None, "JIT debug mode: fill new tiles with NaN like the interpreter", _bool),
+    Knob("NKI_LITE_DEBUG_NANS", "0", None, "raise NL-E903 at the first instruction that creates a NaN from non-NaN "
+         "inputs (JIT calls then run in the interpreter; docs/debugging.md)", _bool),
+    Knob("NKI_LITE_DEBUG_UNINIT", "0", None, "raise NL-E902 when a value computed from never-written memory "
+         "reaches a kernel output (interpreter; JIT calls then run there; docs/debugging.md)", _bool),
+    Knob("NKI_LITE_SHUFFLE", "", None, "an integer seed: run affine_range iterations and SPMD programs in a seeded "
+         "random order and raise NL-E601/NL-E602 on cross-iteration races (interpreter; JIT calls then run there)",
+         _seed),
     Knob("NKI_LITE_DISK_CACHE", "1", None, "keep JIT object code in the per-user disk cache so later processes "
          "skip LLVM (0 disables; see docs/jit_cache.md)", _bool),
     Knob("NKI_LITE_CACHE_DIR", "", None, "directory of the disk cache (default: $XDG_CACHE_HOME/nki_lite or "

@@ -148,6 +148,8 @@ _TABLE = [
      "add a mask such as mask=(i * TILE + ip < N)"),
     ("NL-E601", "loop_dependency", DependencyError, "iterations of an affine_range loop depend on each other",
      "use nl.sequential_range for loops that carry values, or index by the loop variable"),
+    ("NL-E602", "program_dependency", DependencyError, "programs of an SPMD grid access the same HBM elements",
+     "let each program write its own region (index by nl.program_id) and read only inputs or its own writes"),
     ("NL-E701", "immutable_parameter", ImmutableParameterError, "a kernel writes to an input parameter",
      "create the output with nl.ndarray(..., buffer=nl.shared_hbm), or annotate the parameter nt.mutable_tensor and return it"),
     ("NL-E702", "output_not_written", OutputNotWrittenError, "a returned tensor is (partly) never written",

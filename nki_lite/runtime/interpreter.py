@@ -11,6 +11,8 @@ Contract:
   a violation raises IndexOutOfBoundsError naming the kernel line, the index range and the loop
   variable values.
 - Op semantics live in runtime/interpret_rules.py, registered in the op registry.
+- `programs`, `loop`, `step`, `read` and `write` are the hooks runtime/debug_checks.py overrides
+  (opt-in checks selected by knobs; `run` picks that subclass when one is on).
 """
 from __future__ import annotations
 
@@ -65,8 +67,7 @@ class Machine:
 
     # ---- execution
     def run(self) -> None:
-        grid = self.kernel.grid or ()
-        for pid in itertools.product(*[range(g) for g in grid]):
+        for pid in self.programs():
             env = {f"pid{k}": v for k, v in enumerate(pid)}
             for b in self.kernel.buffers:        # private on-chip / private HBM per program
                 if b.space != ir.Space.HBM or (b.kind == "local" and b.hbm_kind != "shared_hbm"):
@@ -76,12 +77,23 @@ class Machine:
     def exec(self, nodes, env: dict) -> None:
         for n in nodes:
             if isinstance(n, ir.Loop):
-                for v in range(n.trip):
-                    env[n.var] = v
-                    self.exec(n.body, env)
-                env.pop(n.var, None)
+                self.loop(n, env)
             else:
-                OPS[n.op].rules["interpret"](self, n, env)
+                self.step(n, env)
+
+    # Hooks overridden by runtime/debug_checks.py (program and iteration order, per-instruction checks).
+    def programs(self):
+        """The SPMD program ids, in execution order (row-major)."""
+        return itertools.product(*[range(g) for g in self.kernel.grid or ()])
+
+    def loop(self, n: ir.Loop, env: dict) -> None:
+        for v in range(n.trip):
+            env[n.var] = v
+            self.exec(n.body, env)
+        env.pop(n.var, None)
+
+    def step(self, instr: ir.Instr, env: dict) -> None:
+        OPS[instr.op].rules["interpret"](self, instr, env)
 
     # ---- memory access
     def _indices(self, acc: ir.Access, env, mask: np.ndarray | None, instr: ir.Instr):
@@ -126,7 +138,8 @@ class Machine:
 
 def run(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     from . import interpret_rules, interpret_rules_ext  # noqa: F401 - registers the rules
-    m = Machine(kernel, inputs)
+    from .debug_checks import machine_class
+    m = machine_class(kernel)(kernel, inputs)
     m.run()
     out = {name: m.mem[name] for name in kernel.outputs}
     return out

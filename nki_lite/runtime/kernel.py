@@ -312,7 +312,8 @@ class Kernel:
         kernel = self._traced(bound, self.resolve_target(target))
         self._check_mutables(kernel, bound)
         provided = self._provided_outputs(kernel, out, bound)
-        if self.resolve_mode(mode) == "jit":
+        from .debug_checks import jit_needs_interpreter
+        if self.resolve_mode(mode) == "jit" and not jit_needs_interpreter():
             fast_ok = not kwargs and mode is None and target is None
             results = self._run_jit(kernel, bound, args if fast_ok else None, provided,
                                     _as_tuple(out) if out is not None else None)
@@ -499,7 +500,7 @@ class Kernel:
 
 
 _STAMP_KNOBS = ("NKI_LITE_MODE", "NKI_LITE_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_LITE_DEBUG",
-                "NKI_LITE_JIT_OPT")
+                "NKI_LITE_JIT_OPT", "NKI_LITE_DEBUG_NANS", "NKI_LITE_DEBUG_UNINIT", "NKI_LITE_SHUFFLE")
 
 
 _ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None

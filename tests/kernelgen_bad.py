@@ -305,8 +305,8 @@ def _nan(r):
 
 # (mistake body after `out = nl.ndarray((128, F), float32, shared_hbm)`, codes): API misuse at one line
 _MISUSE = [
-    ("t = nl.ndarray((0, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E104"}),
-    ("t = nl.ndarray((-1, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E104"}),
+    ("t = nl.ndarray((0, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E103"}),  # an empty tile cannot be stored into a non-empty output
+    ("t = nl.ndarray((-1, F), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=nl.exp(t))", {"NL-E103"}),
     ("t = nl.zeros((128, F + 0.5), dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=t)", {"NL-E104"}),
     ("t = nl.zeros(128, dtype=nl.float32, buffer=nl.sbuf)\nnl.store(out, value=t)", {"NL-E104"}),
     ("nl.store(out, value=nl.load(a[1.5, :]))", {"NL-E807"}),

@@ -18,6 +18,7 @@ import numpy as np
 from .. import errors
 from ..loc import capture_loc
 from ..lower.affine import Affine, Cmp, Mask, axis_var
+from .tracer import user_text
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -125,12 +126,12 @@ class Index:
     # ---- things that cannot work at trace time
     def __bool__(self):
         raise _err("control_flow_on_index",
-                   f"Python control flow depends on the symbolic index `{self.expr}`, whose value is only known "
+                   f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only known "
                    "when the kernel runs")
 
     def __index__(self):
         raise _err("control_flow_on_index",
-                   f"the symbolic index `{self.expr}` was used where Python needs a concrete int "
+                   f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
                    "(range(), list index, int())",
                    "use nl.static_range to unroll, or index tiles with the variable directly")
 
@@ -181,8 +182,10 @@ class Predicate:
         raise _err("bad_mask", "only a single comparison can be negated with ~")
 
     def __bool__(self):
+        cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)
         raise _err("control_flow_on_index",
-                   "Python control flow depends on a comparison of symbolic indices",
+                   f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
+                   "only known when the kernel runs",
                    "pass the comparison as mask= to the instruction instead of using if/while")
 
     def __repr__(self):

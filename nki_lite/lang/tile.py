@@ -21,7 +21,7 @@ from ..lower import ir
 from ..lower.affine import Affine, axis_var
 from . import dtypes as D
 from .index import DynSlice, Index, as_index
-from .tracer import Tracer, attrs
+from .tracer import Tracer, attrs, user_text
 
 
 def _err(name: str, msg: str, hint: str | None = None, depth: int = 3):
@@ -199,9 +199,39 @@ class Tile:
         return getattr(ops_math, name)(*args, **kwargs)
 
     def __array__(self, *a, **k):
+        nested = _called_kernel(self._tracer)
+        if nested is not None:
+            raise nested
         raise _err("control_flow_on_tile",
                    f"tile '{self.name}' was converted to a numpy array inside the kernel; its values only "
                    "exist when the kernel runs", depth=2)
+
+
+def _called_kernel(tracer: Tracer):
+    """The error to raise when a tile reaches numpy because kernel code called an @nki.jit kernel (whose
+    argument binding converts arrays): the kernel itself (recursion) or another kernel."""
+    import sys
+    frame = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        callee = frame.f_locals.get("self") if frame.f_code.co_name in ("bind", "__call__", "trace") else None
+        if callee is not None and hasattr(callee, "inspect_ir") and hasattr(callee, "fn"):
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if frame is None:
+        return None
+    name = getattr(callee.fn, "__name__", "?")
+    outer = getattr(tracer.fn, "__name__", tracer.name)
+    if callee.fn is tracer.fn:
+        return _err("recursive_kernel", f"kernel '{name}' calls itself: a kernel is traced once into straight-line "
+                    "instructions and loops, so it cannot recurse", depth=3)
+    return _err("unsupported", f"kernel '{outer}' calls the @nki.jit kernel '{name}' with tiles; calling one kernel "
+                "from another is not built in nki_lite", depth=3,
+                hint=f"call the function behind it instead ({name}.fn, or keep an undecorated helper) so its "
+                     "instructions are traced into this kernel")
 
 
 class PendingMatmul(Tile):
@@ -328,7 +358,7 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
                 raise _err("bad_index", f"unsupported slice bounds {k}")
             span = (e - s).expr
             if not span.is_const or span.const <= 0:
-                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{span}`",
+                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
                            "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
             subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)))
             new_shape.append(span.const)

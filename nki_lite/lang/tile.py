@@ -79,6 +79,14 @@ class Tile:
     def __repr__(self) -> str:
         return f"Tile({self.access}, {self._dtype}, {self.space.value})"
 
+    def __str__(self) -> str:
+        _warn_if_printed(self)
+        return self.__repr__()
+
+    def __format__(self, spec: str) -> str:
+        _warn_if_printed(self)
+        return format(self.__repr__(), spec)
+
     def __len__(self) -> int:
         return self.shape[0]
 
@@ -205,6 +213,26 @@ class Tile:
         raise _err("control_flow_on_tile",
                    f"tile '{self.name}' was converted to a numpy array inside the kernel; its values only "
                    "exist when the kernel runs", depth=2)
+
+
+class TilePrintWarning(UserWarning):
+    """print() of a tile inside a kernel: it runs at trace time and shows no values (use nl.device_print)."""
+
+
+def _warn_if_printed(tile: "Tile") -> None:
+    import ast
+    import warnings
+    from .source import stmt_at
+    loc = capture_loc(3)
+    for node in stmt_at(loc.file, loc.line) if loc.line > 0 else ():
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "print"
+                    and sub.lineno <= loc.line <= (sub.end_lineno or sub.lineno)):
+                warnings.warn_explicit(TilePrintWarning(
+                    f"print() of tile '{tile.name}' runs when the kernel is traced and shows the tile's description, "
+                    f"not its values (NKI evaluates print at compile time); use nl.device_print('{tile.name}', "
+                    f"{tile.name}) to print its values when the kernel runs"), TilePrintWarning, loc.file, loc.line)
+                return
 
 
 def _called_kernel(tracer: Tracer):

@@ -15,6 +15,7 @@ Contract:
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import linecache
 import os
@@ -96,35 +97,43 @@ def unwrap(obj):
     return getattr(obj, "__wrapped__", obj) if not isinstance(obj, types.FunctionType) else obj
 
 
-def free_values(fn) -> dict[str, object]:
-    """Name -> value for the names `fn` reads from outside: closure cells, then globals, then builtins."""
-    out: dict[str, object] = {}
-    code = fn.__code__
-    g = fn.__globals__
-    for name in code.co_names:
-        if name in g:
-            out[name] = g[name]
-    if fn.__closure__:
-        for name, cell in zip(code.co_freevars, fn.__closure__):
-            try:
-                out[name] = cell.cell_contents
-            except ValueError:          # an empty cell (assigned later in the enclosing function)
-                pass
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
+def _global_loads(code) -> set[str]:
+    """Names `code` (and the code nested in it) reads as globals: LOAD_GLOBAL / LOAD_NAME only, so an
+    attribute such as `nl.load` never resolves to an unrelated module-level `load`."""
+    out: set[str] = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in _LOADS:
+            out.add(ins.argval)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _global_loads(c)
     return out
 
 
-def _candidates(fn, value_of) -> list:
-    vals = list(value_of.values())
-    vals += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
-    # nested code objects (inner defs, comprehensions) read names too
-    return vals
+def referenced_values(fn) -> list:
+    """Values `fn` can reach by name: the globals it loads, its closure cells and its default values."""
+    out = []
+    g = fn.__globals__
+    for name in _global_loads(fn.__code__):
+        if name in g:
+            out.append(g[name])
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:              # an empty cell (assigned later in the enclosing function)
+            pass
+    out += list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    return out
 
 
 def reachable(fn, constants=()) -> list[FuncSource]:
     """`fn` first, then the user-level helpers it can reach by name (see the module docstring)."""
     seen: set[int] = set()
     out: list[FuncSource] = []
-    todo = [fn] + [unwrap(c) for c in constants]
+    todo = [fn] + list(constants)
     while todo and len(out) < _MAX_FUNCTIONS:
         f = unwrap(todo.pop(0))
         if not is_user_function(f) or id(f) in seen:
@@ -134,24 +143,7 @@ def reachable(fn, constants=()) -> list[FuncSource]:
         if node is None:
             continue
         out.append(FuncSource(f, node, f.__code__.co_filename))
-        values = free_values(f)
-        for code in _nested_codes(f.__code__):
-            for name in code.co_names + code.co_freevars:
-                if name in f.__globals__ and name not in values:
-                    values[name] = f.__globals__[name]
-        for v in _candidates(f, values):
-            if isinstance(v, types.ModuleType):
-                continue
-            todo.append(v)
-    return out
-
-
-def _nested_codes(code) -> list:
-    out = []
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            out.append(c)
-            out.extend(_nested_codes(c))
+        todo.extend(v for v in referenced_values(f) if not isinstance(v, types.ModuleType))
     return out
 
 

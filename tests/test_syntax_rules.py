@@ -52,7 +52,8 @@ REJECTED = {
     "global": ("global COUNT  # BAD\nCOUNT = 1\n", "`global`"),
     "class": ("class Box:  # BAD\n    pass\n", "class definition"),
     "async def": ("async def helper():  # BAD\n    pass\n", "`async def`"),
-    "genexp": ("n = sum(d for d in x.shape)  # BAD\n", "generator expression"),
+    "genexp": ("ts = (nl.exp(t) for _ in range(2))  # BAD\nt = next(ts)\n", "generator expression"),
+    "genexp to helper": ("t = nl.add(*(nl.exp(t) for _ in range(2)))  # BAD\n", "generator expression"),
     "yield": ("yield t  # BAD\n", "`yield`"),
     "with as": ("with ncc.no_reorder() as r:  # BAD\n    t = nl.exp(t)\n", "`with ... as name`"),
     "with args": ("with open('f') :  # BAD\n    pass\n", "called with arguments"),
@@ -90,7 +91,7 @@ def test_rejected_in_a_helper(tmp_path):
 def test_rejected_before_anything_runs(tmp_path):
     # the check runs on the source before the body: a side effect above the bad line never happens
     helpers = "CALLS = []\n"
-    k, path = load(tmp_path, "CALLS.append(1)\nn = sum(d for d in x.shape)  # BAD\n", name="k_early",
+    k, path = load(tmp_path, "CALLS.append(1)\nts = (nl.exp(t) for _ in range(2))  # BAD\n", name="k_early",
                    helpers=helpers)
     with pytest.raises(errors.KernelSyntaxError):
         k(X)
@@ -105,6 +106,7 @@ ACCEPTED = {
     "list comprehension": "ts = [nl.exp(t) for _ in range(2)]\nt = ts[1]\n",
     "lambda": "f = lambda u: nl.exp(u)\nt = f(t)\n",
     "print of a value": "print('shape', x.shape)\n",
+    "generator consumed at once": "n = sum(d for d in x.shape)\nshape = tuple(s for s in x.shape)\n",
 }
 
 

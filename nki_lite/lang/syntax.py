@@ -12,8 +12,9 @@ expression kinds. Rejected here are the constructs that NKI's compiler rejects, 
 kernel uses inside a kernel (aws-neuron/nki-samples, nki-library, the SDK tutorials), and that break
 tracing: try (it swallows trace errors and leaves loops half-recorded), global/nonlocal (state that
 outlives the trace), class definitions, async def/for/with and await (a coroutine body never runs),
-generator expressions and yield (evaluated lazily, so their instructions would land wherever the
-generator is consumed, not where it is written) and `with` other than NKI's one form, a single
+generator expressions that escape and yield (evaluated lazily, so their instructions would land
+wherever the generator is consumed, not where it is written; a generator passed straight to a
+consuming builtin, `tuple(s for s in shape)`, is as eager as a list comprehension and accepted) and `with` other than NKI's one form, a single
 argument-less call (`with nl.no_reorder():`). Constructs NKI's compiler rejects that trace
 eagerly and harmlessly (comprehensions, lambda, del, for/while-else, inner function definitions,
 which the SDK attention tutorials use) are accepted; `raise` and `import` inside kernels are used by
@@ -46,7 +47,8 @@ if hasattr(ast, "TryStar"):
     _STATEMENTS[ast.TryStar] = _STATEMENTS[ast.Try]
 
 _EXPRESSIONS: dict[type, tuple[str, str]] = {
-    ast.GeneratorExp: ("a generator expression", "use a for loop that builds a list, or an explicit sum of terms"),
+    ast.GeneratorExp: ("a generator expression that escapes (it runs later, where it is consumed)",
+                       "use a list comprehension, or consume it at once (tuple(...), sum(...), any(...), ...)"),
     ast.Yield: ("`yield` (a generator kernel)", "return the output tensors"),
     ast.YieldFrom: ("`yield from` (a generator kernel)", "return the output tensors"),
     ast.Await: ("`await`", "use ordinary (synchronous) calls"),
@@ -78,6 +80,17 @@ def _with_ok(node: ast.With) -> str | None:
     return None
 
 
+# builtins that consume a generator at once: `tuple(s for s in shape)` is as eager as a list comprehension
+_EAGER = frozenset({"tuple", "list", "set", "frozenset", "dict", "sum", "any", "all", "max", "min", "sorted"})
+
+
+def _consumed_at_once(gen: ast.GeneratorExp, parent: ast.AST | None) -> bool:
+    if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is gen):
+        return False
+    f = parent.func
+    return (isinstance(f, ast.Name) and f.id in _EAGER) or (isinstance(f, ast.Attribute) and f.attr == "join")
+
+
 _cache: dict[int, tuple] = {}
 
 
@@ -90,10 +103,13 @@ def violations(src: FuncSource) -> list[tuple[ast.AST, str, str]]:
     found: list[tuple[ast.AST, str, str]] = []
     if isinstance(src.node, ast.AsyncFunctionDef):
         found.append((src.node,) + _STATEMENTS[ast.AsyncFunctionDef])
+    parents = {id(c): p for p in ast.walk(src.node) for c in ast.iter_child_nodes(p)}
     for node in ast.walk(src.node):
         if node is src.node:
             continue
         t = type(node)
+        if t is ast.GeneratorExp and _consumed_at_once(node, parents.get(id(node))):
+            continue
         if t in _STATEMENTS:
             found.append((node,) + _STATEMENTS[t])
         elif t in _EXPRESSIONS:

@@ -88,7 +88,8 @@ class Index:
                 return self * other.expr.const
             if self.expr.is_const:
                 return other * self.expr.const
-            raise _err("bad_index", "the product of two symbolic indices is not affine",
+            raise _err("bad_index", f"the product of two symbolic indices (`{user_text(self.expr)}` * "
+                       f"`{user_text(other.expr)}`) is not affine",
                        "multiply loop variables / aranges only by Python ints")
         return NotImplemented
 
@@ -100,11 +101,13 @@ class Index:
         if isinstance(other, int) and all(v % other == 0 for _, v in self.expr.terms) and self.expr.const % other == 0:
             return Index(Affine.make(self.expr.const // other, {k: v // other for k, v in self.expr.terms}),
                          self.ndim, self.extents)
-        raise _err("bad_index", "integer division of a symbolic index is not affine",
+        raise _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
+                   "is not affine",
                    "restructure the loop so indices are (loop variable) * constant + constant")
 
     def __mod__(self, other):
-        raise _err("bad_index", "the remainder of a symbolic index is not affine",
+        raise _err("bad_index", f"the remainder of a symbolic index (`{user_text(self.expr)}` % {other!r}) is not "
+                   "affine",
                    "use an extra loop level or nl.mgrid over the split axes")
 
     # ---- comparisons -> masks

@@ -100,7 +100,8 @@ def unwrap(obj):
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 
 
-def _global_loads(code) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _global_loads(code) -> frozenset[str]:
     """Names `code` (and the code nested in it) reads as globals: LOAD_GLOBAL / LOAD_NAME only, so an
     attribute such as `nl.load` never resolves to an unrelated module-level `load`."""
     out: set[str] = set()
@@ -110,7 +111,7 @@ def _global_loads(code) -> set[str]:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out |= _global_loads(c)
-    return out
+    return frozenset(out)
 
 
 def referenced_values(fn) -> list:

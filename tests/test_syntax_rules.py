@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+import nki_lite as nki
 from nki_lite import errors
 
 HEADER = """\
@@ -123,7 +124,7 @@ def test_accepted_construct(tmp_path, case, capsys):
 
 def test_print_of_a_tile_warns_and_points_to_device_print(tmp_path, capsys):
     k, path = load(tmp_path, "print(t)  # BAD\n", name="k_print")
-    with pytest.warns(UserWarning, match="nl.device_print") as rec:
+    with pytest.warns(nki.TilePrintWarning, match="nl.device_print") as rec:
         k(X, mode="interpret")
     w = [r for r in rec if "device_print" in str(r.message)][0]
     assert (w.filename, w.lineno) == (str(path), marked_line(path))

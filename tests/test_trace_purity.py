@@ -7,7 +7,7 @@ import pytest
 
 import nki_lite as nki
 import nki_lite.language as nl
-from nki_lite.lang.purity import KernelPurityWarning
+from nki_lite import KernelPurityWarning
 
 from .markers import line_of as _line_of
 

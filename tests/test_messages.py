@@ -87,6 +87,22 @@ def test_a_kernel_calling_itself_is_reported_as_recursion(mode):
 
 
 @nki.jit
+def counts_down(x, n=2):
+    if n == 0:
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(x))
+        return out
+    counts_down(np.zeros((1, 1), np.float32), n - 1)  # MARK-SELF-CONST
+    return counts_down(x, 0)
+
+
+def test_a_kernel_calling_itself_with_constants_is_recursion_too():
+    e = raised(lambda: counts_down.trace(spec((128, 8))), errors.KernelSyntaxError, "recursive_kernel",
+               "MARK-SELF-CONST")
+    assert "'counts_down' calls itself" in e.message
+
+
+@nki.jit
 def copy_kernel(x):
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.load(x))

@@ -15,13 +15,13 @@ from dataclasses import replace
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, UNKNOWN_LOC
+from ..loc import Loc, UNKNOWN_LOC, capture_loc
 from ..lower import ir
 from ..typing import TensorSpec, is_mutable_annotation
 from . import dtypes as D
 from . import purity, source, syntax
 from .tile import Tile
-from .tracer import Tracer
+from .tracer import Tracer, active
 
 
 def fn_loc(fn) -> Loc:
@@ -43,6 +43,10 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
 
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
     loc = fn_loc(fn)
+    outer = active()
+    if outer is not None and outer.fn is fn:        # the kernel calls itself with trace-time constants only
+        raise errors.make("recursive_kernel", f"kernel '{fn.__name__}' calls itself: a kernel is traced once into "
+                          "straight-line instructions and loops, so it cannot recurse", loc=capture_loc())
     tr = Tracer(fn.__name__, grid, target)
     tr.broken_loop = None
     tr.fn = fn

@@ -199,8 +199,16 @@ def _defaults(fn) -> dict:
     return d
 
 
+_MAX_ITEMS = 1 << 16        # larger containers are not fingerprinted (a bound on the cost per trace)
+
+
 def _fingerprint(obj):
     """A cheap value that changes when `obj` is mutated in place (None: cannot tell)."""
+    try:
+        if len(obj) > _MAX_ITEMS:
+            return None
+    except Exception:           # no len(), or a len() that fails: fingerprint by type below
+        pass
     if isinstance(obj, dict):
         return ("dict", tuple((id(k), id(v)) for k, v in obj.items()))
     if isinstance(obj, (list, collections.deque)):
@@ -245,9 +253,10 @@ def watch(sources: list[FuncSource]) -> Watch:
             seen.add(id(obj))
         for name, node in reads.items():
             obj, how = _resolve(src, name)
-            if isinstance(obj, _CONTAINERS) and id(obj) not in seen:
+            fp = _fingerprint(obj) if isinstance(obj, _CONTAINERS) and id(obj) not in seen else None
+            if fp is not None:
                 seen.add(id(obj))
-                entries.append((_Site(src, node, name, (), name, how), obj, _fingerprint(obj)))
+                entries.append((_Site(src, node, name, (), name, how), obj, fp))
     return Watch(entries)
 
 

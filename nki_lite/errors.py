@@ -172,6 +172,9 @@ _TABLE = [
      "use integers, slices, nl.ds(start, size), nl.arange expressions or affine expressions of loop variables"),
     ("NL-E808", "bad_loop", KernelSyntaxError, "a loop construct is not supported",
      "loop bounds must be Python ints; break/continue are not allowed inside nl.affine_range/sequential_range"),
+    ("NL-E810", "recursive_kernel", KernelSyntaxError, "a kernel calls itself",
+     "write the repetition as a loop (nl.affine_range / nl.sequential_range / range), or recurse in an undecorated "
+     "helper with a trace-time bound"),
     ("NL-E901", "argument", ArgumentError, "the kernel was called with wrong arguments",
      "pass numpy arrays (C-contiguous) matching the kernel's parameters"),
     ("NL-E902", "uninitialized_read", UninitializedReadError, "a tile is read before it was written",

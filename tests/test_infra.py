@@ -205,12 +205,11 @@ def test_compiler_allocators_are_accepted_as_buffers():
     def k(x):
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
         t = nl.ndarray((2, nl.par_dim(4), 8), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
-        with ncc.no_reorder() if hasattr(ncc, "no_reorder") else nullcontext():
+        with ncc.no_reorder():
             t[0] = nl.load(x)
         nl.store(out, t[0])
         return out
 
-    from contextlib import nullcontext  # noqa: F401
     a = np.arange(32, dtype=np.float32).reshape(4, 8)
     assert np.array_equal(k(a), a)
     kern = k.trace(a)

@@ -177,6 +177,7 @@ def nc_transpose_kernel(engine, dtype=None):
     return k
 
 
+@pytest.mark.filterwarnings("ignore::nki_lite.KernelPurityWarning")  # k.spaces records trace-time facts on purpose
 @pytest.mark.parametrize("shape", [(128, 128), (128, 64), (33, 100)])
 @pytest.mark.parametrize("dt", ["float32", "bfloat16"])
 def test_nc_transpose_on_the_tensor_engine_lands_in_psum(dt, shape):
@@ -186,6 +187,7 @@ def test_nc_transpose_on_the_tensor_engine_lands_in_psum(dt, shape):
     assert k.spaces == [ir.Space.PSUM]
 
 
+@pytest.mark.filterwarnings("ignore::nki_lite.KernelPurityWarning")  # k.spaces records trace-time facts on purpose
 @pytest.mark.parametrize("shape", [(32, 32), (20, 7), (1, 32)])
 @pytest.mark.parametrize("dt", ["float32", "bfloat16"])
 def test_nc_transpose_small_tiles_use_the_vector_engine(dt, shape):
@@ -197,6 +199,7 @@ def test_nc_transpose_small_tiles_use_the_vector_engine(dt, shape):
         assert "transpose(" in k.inspect_ir(a) and "engine=vector" in k.inspect_ir(a)
 
 
+@pytest.mark.filterwarnings("ignore::nki_lite.KernelPurityWarning")  # k.spaces records trace-time facts on purpose
 def test_nc_transpose_small_tile_forced_onto_the_tensor_engine():
     k = nc_transpose_kernel(nisa.tensor_engine)
     a = nice(9, (16, 8))
@@ -204,6 +207,7 @@ def test_nc_transpose_small_tile_forced_onto_the_tensor_engine():
     assert k.spaces == [ir.Space.PSUM]
 
 
+@pytest.mark.filterwarnings("ignore::nki_lite.KernelPurityWarning")  # k.spaces records trace-time facts on purpose
 def test_nc_transpose_dtype_converts():
     k = nc_transpose_kernel(None, dtype="bfloat16")
     a = values(rng_of(10), (64, 96), "float32")

@@ -20,6 +20,8 @@ from ..loc import capture_loc
 from ..lower.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
+from .tracer import user_text
+
 
 def _err(name: str, msg: str, hint: str | None = None):
     return errors.make(name, msg, loc=capture_loc(3), hint=hint)
@@ -88,7 +90,8 @@ class Index:
                 return self * other.expr.const
             if self.expr.is_const:
                 return other * self.expr.const
-            raise _err("bad_index", "the product of two symbolic indices is not affine",
+            raise _err("bad_index", f"the product of two symbolic indices (`{user_text(self.expr)}` * "
+                       f"`{user_text(other.expr)}`) is not affine",
                        "multiply loop variables / aranges only by Python ints")
         return NotImplemented
 
@@ -100,11 +103,13 @@ class Index:
         if isinstance(other, int) and all(v % other == 0 for _, v in self.expr.terms) and self.expr.const % other == 0:
             return Index(Affine.make(self.expr.const // other, {k: v // other for k, v in self.expr.terms}),
                          self.ndim, self.extents)
-        raise _err("bad_index", "integer division of a symbolic index is not affine",
+        raise _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
+                   "is not affine",
                    "restructure the loop so indices are (loop variable) * constant + constant")
 
     def __mod__(self, other):
-        raise _err("bad_index", "the remainder of a symbolic index is not affine",
+        raise _err("bad_index", f"the remainder of a symbolic index (`{user_text(self.expr)}` % {other!r}) is not "
+                   "affine",
                    "use an extra loop level or nl.mgrid over the split axes")
 
     # ---- comparisons -> masks
@@ -126,12 +131,12 @@ class Index:
     # ---- things that cannot work at trace time
     def __bool__(self):
         raise _err("control_flow_on_index",
-                   f"Python control flow depends on the symbolic index `{self.expr}`, whose value is only known "
+                   f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only known "
                    "when the kernel runs")
 
     def __index__(self):
         raise _err("control_flow_on_index",
-                   f"the symbolic index `{self.expr}` was used where Python needs a concrete int "
+                   f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
                    "(range(), list index, int())",
                    "use nl.static_range to unroll, or index tiles with the variable directly")
 
@@ -182,8 +187,10 @@ class Predicate:
         raise _err("bad_mask", "only a single comparison can be negated with ~")
 
     def __bool__(self):
+        cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)
         raise _err("control_flow_on_index",
-                   "Python control flow depends on a comparison of symbolic indices",
+                   f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
+                   "only known when the kernel runs",
                    "pass the comparison as mask= to the instruction instead of using if/while")
 
     def __repr__(self):

@@ -96,15 +96,25 @@ def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Spa
                *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "") -> ir.Buffer:
     if space != ir.Space.HBM:
         if len(shape) < 2:
+            from .source import control_flow_test
+            test = control_flow_test(loc)
+            if test is not None:     # `if t[0, 0] > 0:` computes a 1-element tile for Python to branch on
+                raise errors.make("control_flow_on_tile", f"Python control flow (`{test[0]}`) depends on the value "
+                                  f"of a tile: `{test[1]}` is computed on the device when the kernel runs, so "
+                                  "Python cannot branch on it while tracing", loc=loc)
             raise errors.make("rank", f"on-chip tile of shape {shape} has insufficient rank: SBUF/PSUM tiles are at "
                               "least 2-D (partition, free...)", loc=loc, hint=f"use shape ({shape[0]}, 1)")
-        if shape[par_axis] > PMAX:
-            raise errors.make("partition_limit", f"partition dimension {shape[par_axis]} of a {space.value} tile "
-                              f"of shape {shape} exceeds the limit of {PMAX} partitions", loc=loc)
+    oversize = space != ir.Space.HBM and shape[par_axis] > PMAX
     from ..loc import assigned_name
     base = assigned_name(loc) or base
     buf = tracer.add_buffer(ir.Buffer(tracer.fresh(base), space, shape, dtype, kind, par_axis, loc=loc,
                                       hbm_kind=hbm_kind))
+    if oversize:
+        # reported when the instruction that writes it is emitted (lang/tracer.py), so a result tile
+        # that is too tall (nl.transpose of a [128, 256] tile) is blamed on its operand, not on itself
+        tracer.defer_partition_error(buf.name, errors.make(
+            "partition_limit", f"partition dimension {shape[par_axis]} of a {space.value} tile of shape {shape} "
+            f"exceeds the limit of {PMAX} partitions", loc=loc))
     if space != ir.Space.HBM:
         instr = ir.Instr("alloc", (ir.Access.full(buf),), (), (), None, loc)
         (tracer.emit_raw if raw else tracer.emit)(instr)

@@ -14,7 +14,7 @@ from ..loc import capture_loc
 from ..lower.affine import Affine
 from .api import api
 from .index import Index
-from .tracer import current
+from .tracer import current, user_text
 
 
 def _bounds(args, name: str, loc) -> tuple[int, int, int]:
@@ -23,7 +23,7 @@ def _bounds(args, name: str, loc) -> tuple[int, int, int]:
     for a in args:
         if isinstance(a, Index):
             raise errors.make("bad_loop", f"{name} bounds must be Python ints known at trace time, got the symbolic "
-                              f"`{a.expr}`", loc=loc, hint="loop bounds cannot depend on other loop variables")
+                              f"`{user_text(a.expr)}`", loc=loc, hint="loop bounds cannot depend on other loop variables")
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise errors.make("bad_loop", f"{name} bounds must be Python ints, got {a!r}", loc=loc)
     r = range(*[int(a) for a in args])

@@ -21,7 +21,7 @@ from ..lower import ir
 from ..lower.affine import Affine, axis_var
 from . import dtypes as D
 from .index import DynSlice, Index, as_index
-from .tracer import Tracer, attrs
+from .tracer import Tracer, attrs, user_text
 
 
 def _err(name: str, msg: str, hint: str | None = None, depth: int = 3):
@@ -78,6 +78,14 @@ class Tile:
 
     def __repr__(self) -> str:
         return f"Tile({self.access}, {self._dtype}, {self.space.value})"
+
+    def __str__(self) -> str:
+        _warn_if_printed(self)
+        return self.__repr__()
+
+    def __format__(self, spec: str) -> str:
+        _warn_if_printed(self)
+        return format(self.__repr__(), spec)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -201,6 +209,9 @@ class Tile:
         return getattr(ops_math, name)(*args, **kwargs)
 
     def __array__(self, *a, **k):
+        nested = _called_kernel(self._tracer)
+        if nested is not None:
+            raise nested
         raise _err("control_flow_on_tile",
                    f"tile '{self.name}' was converted to a numpy array inside the kernel; its values only "
                    "exist when the kernel runs", depth=2)
@@ -221,6 +232,52 @@ def _partition_broadcast_error(name: str, x: Tile, y: Tile):
                f"{list(y.shape)} would broadcast over the partition axis, which NKI's operator overloads do not "
                "support", f"call nl.{name}(x, y) (the nl functions broadcast over partitions), or broadcast the "
                f"{list(small.shape)} tile explicitly with .broadcast_to({target})", depth=4)
+
+class TilePrintWarning(UserWarning):
+    """print() of a tile inside a kernel: it runs at trace time and shows no values (use nl.device_print)."""
+
+
+def _warn_if_printed(tile: "Tile") -> None:
+    import ast
+    import warnings
+    from .source import stmt_at
+    loc = capture_loc(3)
+    for node in stmt_at(loc.file, loc.line) if loc.line > 0 else ():
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "print"
+                    and sub.lineno <= loc.line <= (sub.end_lineno or sub.lineno)):
+                warnings.warn_explicit(TilePrintWarning(
+                    f"print() of tile '{tile.name}' runs when the kernel is traced and shows the tile's description, "
+                    f"not its values (NKI evaluates print at compile time); use nl.device_print('{tile.name}', "
+                    f"{tile.name}) to print its values when the kernel runs"), TilePrintWarning, loc.file, loc.line)
+                return
+
+
+def _called_kernel(tracer: Tracer):
+    """The error to raise when a tile reaches numpy because kernel code called an @nki.jit kernel (whose
+    argument binding converts arrays): the kernel itself (recursion) or another kernel."""
+    import sys
+    frame = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        callee = frame.f_locals.get("self") if frame.f_code.co_name in ("bind", "__call__", "trace") else None
+        if callee is not None and hasattr(callee, "inspect_ir") and hasattr(callee, "fn"):
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if frame is None:
+        return None
+    name = getattr(callee.fn, "__name__", "?")
+    outer = getattr(tracer.fn, "__name__", tracer.name)
+    if callee.fn is tracer.fn:
+        return _err("recursive_kernel", f"kernel '{name}' calls itself: a kernel is traced once into straight-line "
+                    "instructions and loops, so it cannot recurse", depth=3)
+    return _err("unsupported", f"kernel '{outer}' calls the @nki.jit kernel '{name}' with tiles; calling one kernel "
+                "from another is not built in nki_lite", depth=3,
+                hint=f"call the function behind it instead ({name}.fn, or keep an undecorated helper) so its "
+                     "instructions are traced into this kernel")
 
 
 class PendingMatmul(Tile):
@@ -347,7 +404,7 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
                 raise _err("bad_index", f"unsupported slice bounds {k}")
             span = (e - s).expr
             if not span.is_const or span.const <= 0:
-                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{span}`",
+                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
                            "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
             subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)))
             new_shape.append(span.const)

@@ -15,12 +15,13 @@ from dataclasses import replace
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, UNKNOWN_LOC
+from ..loc import Loc, UNKNOWN_LOC, capture_loc
 from ..lower import ir
 from ..typing import TensorSpec, is_mutable_annotation
 from . import dtypes as D
+from . import purity, source, syntax
 from .tile import Tile
-from .tracer import Tracer
+from .tracer import Tracer, active
 
 
 def fn_loc(fn) -> Loc:
@@ -42,8 +43,13 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
 
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
     loc = fn_loc(fn)
+    outer = active()
+    if outer is not None and outer.fn is fn:        # the kernel calls itself with trace-time constants only
+        raise errors.make("recursive_kernel", f"kernel '{fn.__name__}' calls itself: a kernel is traced once into "
+                          "straight-line instructions and loops, so it cannot recurse", loc=capture_loc())
     tr = Tracer(fn.__name__, grid, target)
     tr.broken_loop = None
+    tr.fn = fn
     sig = inspect.signature(fn)
     call_args = {}
     with tr:
@@ -69,7 +75,18 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 kwargs[name] = value
             else:
                 args.append(value)
-        result = fn(*args, **kwargs)
+        sources = source.reachable(fn, source.constant_functions(call_args))
+        syntax.check(sources)
+        watched = purity.watch(sources)
+        try:
+            result = fn(*args, **kwargs)
+        except ValueError as e:
+            found = None if isinstance(e, errors.NkiLiteError) else source.unpack_shape_mismatch(e)
+            if found is None:
+                raise
+            raise errors.make("argument", found[1], loc=found[0],
+                              hint="pass a tensor of the expected rank (reshape it on the host)") from None
+        purity.report(watched, fn.__name__)
         if tr.broken_loop is not None:
             raise errors.make("bad_loop", "break/return inside nl.affine_range or nl.sequential_range: the loop "
                               "body must run to completion in every iteration", loc=tr.broken_loop,

@@ -50,6 +50,9 @@ class Tracer:
         self.consts: dict[str, ir.ConstData] = {}
         self.broken_loop = None
         self.var_extents: dict[str, int] = {f"pid{k}": g for k, g in enumerate(grid)}
+        self.var_names: dict[str, tuple] = {}        # IR loop variable -> (user's name, start, step)
+        self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
+        self.fn = None                                # the kernel function being traced
         self._token = None
 
     # ---- lifetime
@@ -87,8 +90,31 @@ class Tracer:
     def emit(self, instr: ir.Instr) -> ir.Instr:
         if self.pending is not None:
             self.pending.materialize()
+        if self._oversize and instr.op != "alloc":
+            self._raise_oversize(instr)
         self.stack[-1].nodes.append(instr)
         return instr
+
+    def defer_partition_error(self, buffer: str, err: Exception) -> None:
+        self._oversize[buffer] = err
+
+    def _raise_oversize(self, instr: ir.Instr | None) -> None:
+        """An on-chip tile taller than the partition count was created: raise at the instruction that
+        writes it, blaming a transpose's operand when that is where the height comes from."""
+        if instr is not None and instr.op == "transpose" and instr.outs and instr.outs[0].buffer in self._oversize:
+            src = next((a for a in instr.ins if isinstance(a, ir.Access)), None)
+            if src is not None:
+                shape = list(src.shape)
+                self._oversize.clear()
+                raise errors.make(
+                    "free_size_limit",
+                    f"transpose of a tile of shape {shape}: its free size {shape[-1]} would become the partition "
+                    f"dimension of the result, and a transpose handles at most 128x128 (the result has "
+                    f"{shape[-1]} > 128 partitions)", loc=instr.loc,
+                    hint="transpose 128-column blocks: t[:, j*128:(j+1)*128] for each j")
+        err = next(iter(self._oversize.values()))
+        self._oversize.clear()
+        raise err
 
     def emit_raw(self, instr: ir.Instr) -> ir.Instr:
         """Append without flushing the pending matmul (used by the flush itself)."""
@@ -101,6 +127,11 @@ class Tracer:
             self.pending.materialize()
         var = f"i{self.n_loops}"
         self.n_loops += 1
+        from .source import loop_target
+        name = loop_target(loc)
+        open_names = {self.var_names.get(b.loop["var"], (None,))[0] for b in self.stack[1:]}
+        if name and name not in open_names:
+            self.var_names[var] = (name, start, step)
         self.var_extents[var] = trip
         self.stack.append(_Body(loop=dict(var=var, trip=trip, kind=kind, start=start, step=step, loc=loc)))
         return var
@@ -120,11 +151,32 @@ class Tracer:
     def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None) -> ir.Kernel:
         if self.pending is not None:
             self.pending.materialize()
+        if self._oversize:
+            self._raise_oversize(None)
         if len(self.stack) != 1:
             raise errors.make("bad_loop", "kernel returned from inside a loop", loc=loc)
         return ir.Kernel(self.name, tuple(self.params), outputs, tuple(self.buffers.values()),
                          tuple(self.stack[0].nodes), self.grid, self.target, return_kind, loc,
                          tuple(self.consts.items()))
+
+
+def user_text(expr) -> str:
+    """An affine expression as the user would write it: loop variables by the for-target names in the
+    source (`i`, not the IR's `i0`), accounting for the loop's start and step."""
+    tr = _CURRENT.get()
+    if tr is None or not tr.var_names:
+        return str(expr)
+    from ..lower.affine import Affine
+    const, terms = expr.const, {}
+    for v, c in expr.terms:
+        name, start, step = tr.var_names.get(v, (None, 0, 1))
+        if name is None or c % step:
+            terms[v] = terms.get(v, 0) + c
+            continue
+        k = c // step                               # c*v = k*(start + step*v) - k*start
+        const -= k * start
+        terms[name] = terms.get(name, 0) + k
+    return str(Affine.make(const, terms))
 
 
 def attrs(**kw: Any) -> tuple[tuple[str, Any], ...]:

@@ -13,7 +13,8 @@ is `out_of_bounds`.
 from __future__ import annotations
 
 from .. import errors
-from .verify_common import Ctx, Range, Site, access_space, accesses, mask_applies, render, render_point, solve_range
+from .verify_common import Ctx, Range, Site, access_space, accesses, mask_applies, render, render_point, short, \
+    solve_range
 
 
 def _fits(r, dim: int) -> bool:
@@ -80,6 +81,19 @@ def _raise(ctx: Ctx, site: Site, role: str, k: int, acc, d: int, e, r: Range, sp
                 at_last = solve_range(e.subst({v: space.extents[v] - 1}), space.extents, space.cons)
                 covers = (f" and covers [{at_last.lo}, {at_last.hi}] there" if isinstance(at_last, Range)
                           else "")
+                if isinstance(at_last, Range) and at_last.exact and at_last.lo >= dim:
+                    # not a ragged tail: the whole last iteration lies past the end (an off-by-one trip count)
+                    loop = ctx.loop_name.get(v)
+                    trip = space.extents[v]
+                    rng = (f"the loop over `{label}` (at {short(loop[3].loc)}) runs {trip} iterations" if loop
+                           else f"{label} takes {trip} values")
+                    raise errors.make(
+                        "out_of_bounds",
+                        msg + f". Iteration {label}={last} lies entirely past the end (it covers [{at_last.lo}, "
+                              f"{at_last.hi}]): {rng}, one more than the {trip - 1} that fit in dimension {d} "
+                              f"(size {dim})",
+                        loc=instr.loc, notes=notes,
+                        hint=f"run {trip - 1} iterations (check the trip count, e.g. n instead of n + 1)")
                 cond = f"{text} < {dim}"
                 if can_mask and instr.mask is not None:
                     hint = f"extend the instruction's mask= with `& ({cond})` so the last tile stops at {dim}"

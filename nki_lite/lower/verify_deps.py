@@ -50,12 +50,12 @@ _ASSOCIATIVE = ("add", "multiply", "maximum", "minimum")
 class _W:
     """One write (an output access of one instruction) seen from one loop."""
 
-    def __init__(self, ctx: Ctx, site: Site, k: int, acc: Access, depth: int):
+    def __init__(self, ctx: Ctx, site: Site, k: int, acc: Access, depth: int, role: str = "out"):
         self.site, self.k, self.acc, self.depth = site, k, acc, depth
         self.buf = ctx.buf(acc.buffer)
         self.root = ctx.root(acc.buffer)
-        self.exempt = _exempt(ctx, site, acc)
-        self.space = access_space(ctx, site, "out", k, acc)
+        self.exempt = role == "out" and _exempt(ctx, site, acc)
+        self.space = access_space(ctx, site, role, k, acc)
 
 
 def _linear(ctx: Ctx, w: _W) -> Affine:
@@ -268,6 +268,7 @@ def check_dependencies(ctx: Ctx) -> None:
         if s.instr.op == "alloc" and s.instr.outs and s.instr.out.buffer not in alloc_loops:
             alloc_loops[s.instr.out.buffer] = {id(l) for l in s.loops}
     per_loop: dict[int, tuple[object, list[_W]]] = {}
+    hbm_reads: dict[int, list[_W]] = {}
     order: list[int] = []
     for s in ctx.sites:
         if s.instr.op == "alloc" or not s.executes:
@@ -285,6 +286,10 @@ def check_dependencies(ctx: Ctx) -> None:
                     per_loop[id(loop)] = (loop, [])
                     order.append(id(loop))
                 per_loop[id(loop)][1].append(_W(ctx, s, k, acc, depth))
+            for k, acc in enumerate(s.instr.ins):
+                if (isinstance(acc, Access) and ctx.buf(acc.buffer).space == Space.HBM
+                        and _hbm_shared_across(ctx.root(acc.buffer), loop)):
+                    hbm_reads.setdefault(id(loop), []).append(_W(ctx, s, k, acc, depth, role="in"))
     for lid in order:
         loop, writes = per_loop[lid]
         groups: dict[str, list[_W]] = {}
@@ -303,6 +308,44 @@ def check_dependencies(ctx: Ctx) -> None:
                     hit = _witness(ctx, loop, w1, w2, outer)
                     if hit is not None:
                         _raise(ctx, loop, w1, w2, hit)
+        _check_hbm_reads(ctx, loop, groups, hbm_reads.get(lid, ()))
+
+
+def _check_hbm_reads(ctx: Ctx, loop, writes: dict[str, list[_W]], reads) -> None:
+    """Read-after-write (and write-after-read) through HBM across iterations: iteration v1 writes an
+    element that iteration v2 != v1 reads. Iterations of an affine_range may run in any order or in
+    parallel, so the value the read sees is not defined. Each iteration reading only what it writes
+    itself (or what no iteration writes) is fine."""
+    for r in reads:
+        for w in writes.get(r.root.name, ()):
+            if not (w.space.certain and r.space.certain):
+                continue
+            outer = list(ctx.extents(r.site.loops[:r.depth]).keys())
+            if _separated(ctx, loop, w, r, set(outer)):
+                continue
+            hit = _witness(ctx, loop, w, r, outer)
+            if hit is not None:
+                _raise_read(ctx, loop, w, r, hit)
+
+
+def _raise_read(ctx: Ctx, loop, w: _W, r: _W, hit) -> None:
+    ysub, idx, va, vb, same_buf = hit
+    name = ctx.var_label(loop.var)
+    ua, ub = sorted((ctx.user_value(loop.var, va), ctx.user_value(loop.var, vb)))
+    target = w.acc.buffer if same_buf else w.root.name
+    where = f"{target}[{', '.join(map(str, idx))}]"
+    ctxt = ", ".join(f"{ctx.var_label(x)}={ctx.user_value(x, val)}" for x, val in ysub.items())
+    raise errors.make(
+        "loop_dependency",
+        f"Unexpected read-after-write through HBM: this {r.site.instr.op} reads {where}, which the "
+        f"{w.site.instr.op} at {short(w.site.loc)} writes, in different iterations ({name}={ua} and {name}={ub}) "
+        f"of the affine_range loop over `{name}` (at {short(loop.loc)})" + (f" (with {ctxt})" if ctxt else "")
+        + f"; affine_range iterations may run in any order or in parallel, so which value the read sees "
+          f"is not defined",
+        loc=r.site.loc,
+        hint=(f"use nl.sequential_range if iteration {name} needs what an earlier iteration stored, or keep the "
+              f"value on chip (a tile allocated before the loop) and index reads and writes so each iteration "
+              f"reads only what it writes"))
 
 
 def _raise(ctx: Ctx, loop, w1: _W, w2: _W, hit) -> None:

@@ -62,7 +62,7 @@ def test_grid_is_part_of_every_cache_key(mode):
         assert np.array_equal(_call(spmd_add[2, 1], mode, a, a), 2 * a)
     with pytest.raises(errors.NkiLiteError) as ei:
         _call(spmd_add[3, 1], mode, a, a)
-    assert ei.value.code == "NL-E502"
+    assert ei.value.code == "NL-E501"              # program 2 lies wholly past the end: out of bounds
     assert f"{HERE}:{line_of(HERE, 'MARK-SPMD-LOAD')}:" in str(ei.value)
 
 

@@ -188,10 +188,10 @@ def test_a_too_tall_tile_is_still_reported_at_its_creation():
 @pytest.mark.parametrize("shape", ((128,), (2, 128, 64)))
 @pytest.mark.parametrize("mode", MODES)
 def test_stdlib_wrappers_name_the_expected_shape(shape, mode):
-    from nki_lite.stdlib import norms, softmax
+    from nki_lite.stdlib import norm_kernels as norms, softmax_kernels as softmax
     for call, kernel, want in (
             (lambda x: softmax.row_softmax(x, mode=mode), "row_softmax", "x to be a 2-D tensor of shape [rows, cols]"),
-            (lambda x: norms.rmsnorm(x, np.ones((64,), np.float32), mode=mode), "rmsnorm",
+            (lambda x: norms.rmsnorm_tutorial(x, np.ones((64,), np.float32), mode=mode), "rmsnorm_tutorial",
              "a_tensor to be a 2-D tensor of shape [num_rows, width]")):
         with pytest.raises(errors.ArgumentError) as ei:
             call(np.ones(shape, np.float32))

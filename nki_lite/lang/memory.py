@@ -92,6 +92,14 @@ def check_shape(shape, loc: Loc) -> tuple[tuple[int, ...], int]:
     return tuple(int(s) for s in dims), (par_axes[0] if par_axes else 0)
 
 
+def check_user_partitions(dims: tuple, par_axis: int, space: ir.Space, loc: Loc) -> None:
+    """A tile the user creates (nl.ndarray/zeros/full...) taller than the partitions is an error at its
+    own line at once; only result tiles of instructions defer the error to the instruction."""
+    if space != ir.Space.HBM and len(dims) >= 2 and dims[par_axis] > PMAX:
+        raise errors.make("partition_limit", f"partition dimension {dims[par_axis]} of a {space.value} tile of "
+                          f"shape {dims} exceeds the limit of {PMAX} partitions", loc=loc)
+
+
 def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Space, base: str, loc: Loc,
                *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "") -> ir.Buffer:
     if space != ir.Space.HBM:
@@ -141,6 +149,7 @@ def ndarray(shape, dtype, *, buffer=None, name: str = ""):
     if sp.space == ir.Space.HBM and tr.depth > 0 and sp is shared_hbm:
         raise errors.make("memory_space", "shared_hbm tensors can only be created at the kernel's top level, "
                           "not inside a loop", loc=loc, hint="create the output before the loop")
+    check_user_partitions(dims, par_axis, sp.space, loc)
     buf = new_buffer(tr, dims, dt, sp.space, name or ("hbm" if sp.space == ir.Space.HBM else sp.name[0] + "t"),
                      loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "")
     return Tile(tr, ir.Access.full(buf), dt)
@@ -156,6 +165,7 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     tr = current()
     dims, par_axis = check_shape(shape, loc)
     dt = resolve_dtype(dtype, loc)
+    check_user_partitions(dims, par_axis, sp.space, loc)
     buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis)
     acc = ir.Access.full(buf)
     tr.emit(ir.Instr("memset", (acc,), (ir.Imm(value, D.scalar_dtype(value)),), attrs(engine="vector"), None, loc))

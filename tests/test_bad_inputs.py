@@ -193,6 +193,53 @@ def r29_mixed_indexing(a):
     return out
 
 
+@nki.jit
+def r15_programs_race(a):
+    out = _out((128, 64))
+    nl.store(out, nl.load(a[nl.program_id(0) * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]]))  # MARK-R15P
+    return out
+
+
+@nki.jit
+def r17_uninitialised_read(a):
+    out = _out((128, 64))
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nl.store(out, nl.exp(t))  # MARK-R17
+    return out
+
+
+@nki.jit
+def r21_try(a):
+    out = _out(a.shape)
+    try:  # MARK-R21
+        nl.store(out, nl.load(a))
+    except ValueError:
+        pass
+    return out
+
+
+@nki.jit
+def r22_self_call(a):
+    out = _out(a.shape)
+    r22_self_call(a)  # MARK-R22
+    nl.store(out, nl.load(a))
+    return out
+
+
+@nki.jit
+def r23_creates_nan(a):
+    out = _out(a.shape)
+    nl.store(out, nl.log(nl.load(a)))  # MARK-R23
+    return out
+
+
+@nki.jit
+def r27_operator_partition_broadcast(a, b):
+    out = _out((128, 64))
+    nl.store(out, nl.load(a) + nl.load(b))  # MARK-R27
+    return out
+
+
 # ---------------------------------------------------------------- the table
 
 ONES = np.ones((128, 512), F32)
@@ -223,6 +270,10 @@ SPEC = [
      "MARK-R19"),
     (20, r20_control_flow_on_index, (np.ones((128, 64), F32),), errors.KernelSyntaxError,
      "control_flow_on_index", "MARK-R20"),
+    (21, r21_try, (np.ones((128, 64), F32),), errors.KernelSyntaxError, "unsupported_syntax", "MARK-R21"),
+    (22, r22_self_call, (np.ones((128, 64), F32),), errors.KernelSyntaxError, "recursive_kernel", "MARK-R22"),
+    (27, r27_operator_partition_broadcast, (np.ones((128, 64), F32), np.ones((1, 64), F32)), errors.ShapeError,
+     "shape_mismatch", "MARK-R27"),
     (28, r28_rank, (ONES,), errors.ShapeError, "rank", "MARK-R28"),
     (29, r29_mixed_indexing, (np.ones((128, 64), F32),), errors.KernelSyntaxError, "mixed_indexing", "MARK-R29"),
 ]
@@ -279,3 +330,54 @@ def test_row11_read_only_output_buffer_is_refused(mode):
 def test_row25_empty_in_empty_out(mode, shape):
     r = r25_empty(np.ones(shape, F32), mode=mode)
     assert r.shape == shape and r.dtype == F32
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row15_programs_race_found_by_shuffled_interpretation(mode, monkeypatch):
+    """Two SPMD programs store the same rows: the dynamic half of the race check (NKI_LITE_SHUFFLE)."""
+    monkeypatch.setenv("NKI_LITE_SHUFFLE", "1")
+    with pytest.raises(errors.DependencyError) as ei:
+        r15_programs_race[2](np.ones((256, 64), F32), mode=mode)
+    assert ei.value.code in ("NL-E601", "NL-E602") and f"{HERE}:{line_of(HERE, 'MARK-R15P')}:" in str(ei.value)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row17_uninitialised_read_in_debug_mode(mode, monkeypatch):
+    monkeypatch.setenv("NKI_LITE_DEBUG_UNINIT", "1")
+    with pytest.raises(errors.UninitializedReadError) as ei:
+        r17_uninitialised_read(np.ones((128, 64), F32), mode=mode)
+    assert ei.value.code == "NL-E902" and f"{HERE}:{line_of(HERE, 'MARK-R17')}:" in str(ei.value)
+    monkeypatch.delenv("NKI_LITE_DEBUG_UNINIT")
+    assert np.isnan(r17_uninitialised_read(np.ones((128, 64), F32), mode=mode)).all()   # sentinel NaN
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row23_nan_inputs_propagate_and_created_nans_raise_on_request(mode, monkeypatch):
+    a = np.ones((128, 64), F32)
+    a[0, 0] = np.nan
+    r = r23_creates_nan(a, mode=mode)
+    assert np.isnan(r[0, 0]) and (r.ravel()[1:] == 0).all()          # propagated like numpy
+    monkeypatch.setenv("NKI_LITE_DEBUG_NANS", "1")
+    r23_creates_nan(a, mode=mode)                                     # an input NaN is not created
+    a[0, 0] = -1.0
+    with pytest.raises(errors.KernelFloatingPointError) as ei:
+        r23_creates_nan(a, mode=mode)
+    assert ei.value.code == "NL-E903" and f"{HERE}:{line_of(HERE, 'MARK-R23')}:" in str(ei.value)
+
+
+def test_row30_knob_changed_after_the_first_call_warns_once(monkeypatch):
+    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    monkeypatch.setenv("NKI_LITE_MODE", "jit")
+    k = nki.jit(copy_kernel.fn)
+    a = np.ones((128, 64), F32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k(a)
+        k(a)                                                          # same knobs: silent
+    monkeypatch.setenv("NKI_LITE_MODE", "interpret")
+    with pytest.warns(UserWarning, match="NKI_LITE_MODE changed from 'jit' to 'interpret'"):
+        r = k(a)
+    assert np.array_equal(r, a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k(a)                                                          # once per kernel and knob

@@ -302,6 +302,7 @@ class Kernel:
             if fast is not None:
                 self.stats["hits"] += 1
                 return fast(args, outs)
+        self._note_knobs()
         out = kwargs.pop("out", None) if "out" not in self.signature.parameters else None
         bound = self.bind(args, kwargs)
         for name, v in bound.arguments.items():
@@ -335,6 +336,20 @@ class Kernel:
             return outs[0]
         return outs
 
+
+    def _note_knobs(self) -> None:
+        """BAD_INPUTS row 30: knobs are read at call time; when one changes between two calls of the same
+        kernel, say so once per kernel and knob (the new value applies from this call)."""
+        stamp = _env_stamp()
+        seen = self.stats.setdefault("_knobs", stamp)            # stats is shared with grid-bound copies
+        if seen == stamp:
+            return
+        for name, old, new in zip(_STAMP_KNOBS, seen, stamp):
+            if old != new:
+                _warn_once(f"knob-{id(self.stats)}-{name}", f"{name} changed from {_knob_text(old)} to "
+                           f"{_knob_text(new)} after kernel '{self.fn.__name__}' was first called; the new value "
+                           "applies from this call on (nki_lite reads knobs at every call)")
+        self.stats["_knobs"] = stamp
 
     def _check_mutables(self, kernel: ir.Kernel, bound) -> None:
         """Mutable parameters must be writable; one that shares memory with another argument is run
@@ -480,7 +495,7 @@ class Kernel:
     def cache_info(self) -> dict:
         """Trace and compile statistics of this kernel: hits, misses, traces, compiles (LLVM compiles in
         this process) and disk_hits (kernels loaded from the JIT disk cache, docs/jit_cache.md)."""
-        return dict(self.stats)
+        return {k: v for k, v in self.stats.items() if not k.startswith("_")}
 
     def inspect_llvm(self, *args, optimized: bool = True, **kwargs) -> str:
         kernel = self.trace(*args, **kwargs)
@@ -514,6 +529,12 @@ def _env_stamp() -> tuple:
         return tuple(map(_ENV_DATA.get, _STAMP_KEYS))
     env = os.environ
     return tuple(env.get(k) for k in _STAMP_KNOBS)
+
+
+def _knob_text(v) -> str:
+    if isinstance(v, bytes):
+        v = v.decode(errors="replace")
+    return "unset" if v is None else repr(v)
 
 
 def _as_tuple(out) -> tuple:

@@ -234,6 +234,13 @@ def r23_creates_nan(a):
 
 
 @nki.jit
+def r24_fp8_overflow(a):
+    out = _out(a.shape, nl.float8_e5m2)
+    nl.store(out, nl.copy(nl.load(a), dtype=nl.float8_e5m2))  # MARK-R24
+    return out
+
+
+@nki.jit
 def r27_operator_partition_broadcast(a, b):
     out = _out((128, 64))
     nl.store(out, nl.load(a) + nl.load(b))  # MARK-R27
@@ -381,3 +388,19 @@ def test_row30_knob_changed_after_the_first_call_warns_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         k(a)                                                          # once per kernel and knob
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row24_fp8_overflow_follows_ml_dtypes_and_is_counted_in_debug_mode(mode, monkeypatch):
+    a = np.full((128, 64), 1.0, F32)
+    a[0, :5] = 1e6                                                    # beyond e5m2's 57344
+    a[1, 0] = np.inf                                                  # already infinite: not counted
+    r = r24_fp8_overflow(a, mode=mode)
+    assert r.tobytes() == a.astype(ml_dtypes.float8_e5m2).tobytes()  # ml_dtypes' behaviour, bit for bit
+    monkeypatch.setenv("NKI_LITE_DEBUG_NANS", "1")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r24_fp8_overflow(a, mode=mode)
+    msgs = [x for x in w if "overflowed" in str(x.message)]
+    assert len(msgs) == 1 and "5 finite value(s)" in str(msgs[0].message) and "float8_e5m2" in str(msgs[0].message)
+    assert msgs[0].filename == HERE and msgs[0].lineno == line_of(HERE, "MARK-R24")

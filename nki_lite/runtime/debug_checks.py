@@ -44,6 +44,10 @@ from .interpreter import Machine
 NEVER, WRITTEN, TAINTED = 0, 1, 2
 
 
+class RoundingOverflowWarning(UserWarning):
+    """Under NKI_LITE_DEBUG_NANS=1: finite values became inf/NaN when rounded to a narrow float dtype."""
+
+
 # ------------------------------------------------------------------------------ which checks are on
 
 def uninit_enabled() -> bool:
@@ -123,10 +127,10 @@ def _where(loc) -> str:
 # ------------------------------------------------------------------------------ the checking machine
 
 class _Read:
-    __slots__ = ("undef", "nan", "origin")
+    __slots__ = ("undef", "nan", "origin", "nonfinite")
 
-    def __init__(self, undef, nan, origin):
-        self.undef, self.nan, self.origin = undef, nan, origin
+    def __init__(self, undef, nan, origin, nonfinite=None):
+        self.undef, self.nan, self.origin, self.nonfinite = undef, nan, origin, nonfinite
 
 
 class CheckingMachine(Machine):
@@ -143,6 +147,7 @@ class CheckingMachine(Machine):
         self.reads: list[_Read] = []
         self.trackers: list[_Tracker] = []
         self.loop_info: dict[int, tuple[set, bool]] = {}
+        self.overflows: dict[tuple, int] = {}          # (loc, dtype) -> elements that overflowed on rounding
         super().__init__(kernel, inputs)
         for b in kernel.buffers:
             if b.base is None and b.name not in self.state:
@@ -240,11 +245,15 @@ class CheckingMachine(Machine):
                     origin = (instr.loc, acc.buffer, elem, self.buffers[acc.buffer].loc)
                 else:
                     origin = self.taint_origin.get(self.root(acc.buffer))
+        nonfinite = None
         if self.check_nans and D.INFO[self.dtype_of(acc)].kind == "f":
-            nan = np.isnan(np.asarray(v).astype(np.float32))
+            f = np.asarray(v).astype(np.float32)
+            nan = np.isnan(f)
+            nonfinite = ~np.isfinite(f)
             if live is not None:
                 nan &= live
-        self.reads.append(_Read(undef, nan, origin))
+                nonfinite &= live
+        self.reads.append(_Read(undef, nan, origin, nonfinite))
         for t in self.trackers:
             t.access(self, instr, acc, idx, live, write=False)
         return v
@@ -255,6 +264,8 @@ class CheckingMachine(Machine):
         live = None if mask is None else np.broadcast_to(mask, acc.shape)
         if self.check_nans and D.INFO[self.dtype_of(acc)].kind == "f":
             self._check_nan(acc, values, instr, live)
+            if D.itemsize(self.dtype_of(acc)) < 4:
+                self._count_overflow(acc, values, instr, live)
         if self.check_uninit:
             self._mark(acc, idx, instr, live)
         for t in self.trackers:
@@ -272,6 +283,29 @@ class CheckingMachine(Machine):
             k = _first(created)
             raise errors.make("nan_created", f"{_op_name(instr)} created a NaN in '{acc.buffer}' at tile element "
                               f"{list(k)} from inputs that hold no NaN there", loc=instr.loc)
+
+    def _count_overflow(self, acc, values, instr, live) -> None:
+        """BAD_INPUTS row 24: finite inputs whose result rounded to a narrow float (fp8, bf16, fp16) is
+        ±inf or NaN (ml_dtypes' out-of-range behaviour, kept as the numerics) are counted per line and
+        reported as one warning per line when the run ends."""
+        bad = ~np.isfinite(np.broadcast_to(np.asarray(values), acc.shape).astype(np.float32))
+        if live is not None:
+            bad &= live
+        if not bad.any():
+            return
+        fresh = bad & ~depends(instr.op, [r.nonfinite for r in self.reads], acc.shape)
+        n = int(fresh.sum())
+        if n:
+            key = (instr.loc, self.dtype_of(acc), _op_name(instr))
+            self.overflows[key] = self.overflows.get(key, 0) + n
+
+    def _warn_overflows(self) -> None:
+        import warnings
+        for (loc, dt, op), n in self.overflows.items():
+            warnings.warn_explicit(RoundingOverflowWarning(
+                f"{n} finite value(s) overflowed to inf/NaN when {op} rounded them to {dt} (ml_dtypes' "
+                f"behaviour); clamp first, or scale with nki_lite.stdlib.quantize_fp8"), RoundingOverflowWarning,
+                loc.file if loc else "<kernel>", loc.line if loc else 0)
 
     # ---- uninitialised reads (taint)
     def _mark(self, acc, idx, instr, live) -> None:
@@ -305,6 +339,7 @@ class CheckingMachine(Machine):
 
     def run(self) -> None:
         super().run()
+        self._warn_overflows()
         if self.check_uninit:
             self._report_tainted_outputs()
 

@@ -162,8 +162,13 @@ def test_pure_kernels_do_not_warn():
 
 
 def test_stdlib_kernels_do_not_warn():
-    from nki_lite.stdlib import norms, softmax
-    for call in (lambda: softmax.row_softmax(np.ones((200, 64), np.float32)),
-                 lambda: norms.rmsnorm(np.ones((128, 64), np.float32), np.ones((64,), np.float32))):
+    import nki_lite.stdlib as S
+    from nki_lite.stdlib import norm_kernels as norms, softmax_kernels as softmax
+    x = np.ones((200, 64), np.float32)
+    for call in (lambda: softmax.row_softmax(x),
+                 lambda: norms.rmsnorm_tutorial(np.ones((128, 64), np.float32), np.ones((64,), np.float32)),
+                 lambda: S.softmax(x), lambda: S.rmsnorm(x, x[0]), lambda: S.layernorm(x, x[0], x[0]),
+                 lambda: S.matmul(x, x.T), lambda: S.attention(x, x, x, causal=True),
+                 lambda: S.quantize_fp8(x, axis=0)):
         _, ws = purity_warnings(call)
         assert ws == []

@@ -348,7 +348,7 @@ class Kernel:
             if old != new:
                 _warn_once(f"knob-{id(self.stats)}-{name}", f"{name} changed from {_knob_text(old)} to "
                            f"{_knob_text(new)} after kernel '{self.fn.__name__}' was first called; the new value "
-                           "applies from this call on (nki_lite reads knobs at every call)")
+                           "applies from this call on (nki_lite reads knobs at every call)", KnobChangedWarning)
         self.stats["_knobs"] = stamp
 
     def _check_mutables(self, kernel: ir.Kernel, bound) -> None:
@@ -558,6 +558,10 @@ def _fast_key(a):
     if isinstance(a, (list, dict)):
         raise TypeError("mutable constant")        # the general path keys it by value each call
     return _const_key(a)
+
+
+class KnobChangedWarning(UserWarning):
+    """An NKI_LITE_* knob changed between two calls of one kernel (BAD_INPUTS row 30)."""
 
 
 class NkiLitePerformanceWarning(UserWarning):

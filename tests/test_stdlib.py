@@ -336,7 +336,7 @@ def test_attention_causal_skips_masked_blocks():
         kernel = c.kernel.trace(*c.args)
         trips = {}
         for ins, loops in ir.walk(kernel.body):
-            if ins.op == "nc_matmul" and ins.ins[1].buffer.startswith("k"):     # S = Q K^T (moving: K^T)
+            if ins.op == "nc_matmul" and ins.ins[0].buffer.startswith("q_T"):   # S = Q K^T (stationary: Q^T)
                 n = 1
                 for lp in loops:
                     n *= lp.trip

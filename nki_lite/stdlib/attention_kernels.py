@@ -38,27 +38,32 @@ KB = 512               # keys per block (the moving operand's free size, one PSU
 KV_FIT = 96 * 1024     # bytes per partition that hoisted K and V blocks of one kv head may take
 
 
-def _key_blocks(Sk: int):
-    return [(j0, min(KB, Sk - j0)) for j0 in range(0, Sk, KB)]
-
-
 def _sub_tiles(width: int):
     return [(s0, min(QT, width - s0)) for s0 in range(0, width, QT)]
 
 
 class _KV:
-    """K and V of one (batch, kv head): K as [d, block] transposed tiles, V as [keys, d] sub-tiles,
-    loaded once (hoisted) or on every use, by the trace-time capacity decision `hoist`."""
+    """K and V of one (batch, kv head). Full 512-key blocks are addressed by a block index that may be
+    a loop variable: K as [d, 512] transposed blocks, V as [128, d] sub-tiles; hoisted into block
+    tensors once per kv head when they fit in SBUF (`hoist`), else loaded at every use. The ragged
+    last block (Sk % 512 keys) is its own, narrower tiles."""
 
     def __init__(self, k, v, bi, g, d, pv_dtype, hoist):
         self.k, self.v, self.bi, self.g, self.d, self.pv_dtype = k, v, bi, g, d, pv_dtype
-        self.blocks = _key_blocks(k.shape[2])
-        self.cache = {}
-        if hoist:
-            for j0, w in self.blocks:
-                self.cache[("k", j0)] = self._load_kT(j0, w)
-                for s0, sw in _sub_tiles(w):
-                    self.cache[("v", j0 + s0)] = self._load_v(j0 + s0, sw)
+        Sk = k.shape[2]
+        self.full, self.tail = Sk // KB, Sk % KB
+        self.hoist = hoist and self.full > 0
+        if self.hoist:
+            self.kT_all = nl.ndarray((self.full, nl.par_dim(d), KB), dtype=k.dtype, buffer=nl.sbuf)
+            self.v_all = nl.ndarray((self.full * (KB // QT), nl.par_dim(QT), d), dtype=pv_dtype, buffer=nl.sbuf)
+            idd = nl.arange(d)[None, :]
+            for j in nl.affine_range(self.full):
+                self.kT_all[j, :, :] = self._load_kT(j * KB, KB)
+                for s in range(KB // QT):
+                    self.v_all[j * (KB // QT) + s, :, :] = self._load_v(j * KB + s * QT, QT)
+        if self.tail:
+            self.kT_tail = self._load_kT(self.full * KB, self.tail)
+            self.v_tail = [self._load_v(self.full * KB + s0, sw) for s0, sw in _sub_tiles(self.tail)]
 
     def _load_kT(self, j0, w):
         ik = nl.arange(w)[:, None]
@@ -70,30 +75,43 @@ class _KV:
         idd = nl.arange(self.d)[None, :]
         return nl.load(self.v[self.bi, self.g, r0 + ir_, idd], dtype=self.pv_dtype)
 
-    def kT(self, j0, w):
-        return self.cache[("k", j0)] if ("k", j0) in self.cache else self._load_kT(j0, w)
+    def kT(self, blk):
+        """K transposed for key block `blk` (an int or a loop variable; "tail" for the ragged block)."""
+        if isinstance(blk, str):              # "tail" (a loop variable compares symbolically)
+            return self.kT_tail
+        return self.kT_all[blk, :, :] if self.hoist else self._load_kT(blk * KB, KB)
 
-    def v_rows(self, r0, rows):
-        return self.cache[("v", r0)] if ("v", r0) in self.cache else self._load_v(r0, rows)
+    def v_rows(self, blk, s):
+        """Rows [128 s, 128 s + 128) of key block `blk` of V (sub-tile s of the ragged block for "tail")."""
+        if isinstance(blk, str):              # "tail" (a loop variable compares symbolically)
+            return self.v_tail[s]
+        return self.v_all[blk * (KB // QT) + s, :, :] if self.hoist else self._load_v(blk * KB + s * QT, QT)
 
 
-def _scores(qT, kv, j0, w, i, causal, Sq):
-    """S = Q Kᵀ for keys [j0, j0 + w) in PSUM; on causal diagonal blocks, future keys are -inf."""
-    s = nisa.nc_matmul(qT, kv.kT(j0, w))
-    if causal and j0 + w - 1 > i * QT:             # some key of the block lies after some query row
+def _block_keys(kv, blk):
+    """(first key, width) of a key block."""
+    return (kv.full * KB, kv.tail) if isinstance(blk, str) else (blk * KB, KB)
+
+
+def _scores(r, kv, blk, masked):
+    """S = Q Kᵀ for one key block in PSUM; on a causal diagonal block, future keys are -inf."""
+    s = nisa.nc_matmul(r.qT, kv.kT(blk))
+    if masked:
+        j0, w = _block_keys(kv, blk)
         ip = nl.arange(QT)[:, None]
         jf = nl.arange(w)[None, :]
-        s = nisa.affine_select(pred=(i * QT + ip - (j0 + jf) >= 0), on_true_tile=s, on_false_value=-np.inf,
+        s = nisa.affine_select(pred=(r.i * QT + ip - (j0 + jf) >= 0), on_true_tile=s, on_false_value=-np.inf,
                                dtype=nl.float32)
     return s
 
 
-def _pv(p, kv, j0, w, d, pv_dtype):
-    """P [QT, w] @ V[j0:j0+w] -> [QT, d] fp32 in PSUM, P transposed 128 keys at a time."""
+def _pv(p, kv, blk, d, pv_dtype):
+    """P [QT, w] @ V[block] -> [QT, d] fp32 in PSUM, P transposed 128 keys at a time."""
+    _, w = _block_keys(kv, blk)
     acc = nl.zeros((QT, d), nl.float32, buffer=nl.psum)
-    for s0, sw in _sub_tiles(w):
+    for s, (s0, sw) in enumerate(_sub_tiles(w)):
         pT = nl.copy(nisa.nc_transpose(p[:, s0:s0 + sw], engine=nisa.tensor_engine), dtype=pv_dtype)
-        acc += nisa.nc_matmul(pT, kv.v_rows(j0 + s0, sw))
+        acc += nisa.nc_matmul(pT, kv.v_rows(blk, s))
     return acc
 
 
@@ -112,43 +130,64 @@ class _Rows:
         self.o = nl.ndarray((QT, d), dtype=nl.float32)
 
 
-def _query_group(q, out, kv, bi, h, tiles, Sq, d, scale, causal, pv_dtype):
-    """Flash attention for a group of query tiles in lockstep: each phase of a key block (scores,
-    row max, exp, P V, update) is issued for every tile of the group before the next phase, so each
-    engine's in-order stream holds independent work while the cross-engine dependencies of one tile
-    resolve (the software pipelining the Neuron compiler's scheduler does for such loops)."""
+def _fold_block(rows, kv, blk, first, masked, scale, d, pv_dtype):
+    """One key block for every tile of a group, phase by phase (module docstring): the first block
+    initialises m, l and O; later ones rescale them by exp(scale * (m_old - m_new))."""
+    scores = [_scores(r, kv, blk, masked) for r in rows]
+    bmax = [nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=r.valid) for r, s in zip(rows, scores)]
+    if first:
+        negs = []
+        for r, bm in zip(rows, bmax):
+            r.m[...] = nl.copy(bm, mask=r.valid)
+            negs.append(nl.multiply(r.m, -scale, mask=r.valid))
+        ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=r.l,
+                              mask=r.valid) for r, s, neg in zip(rows, scores, negs)]
+        for r, pv in zip(rows, [_pv(p, kv, blk, d, pv_dtype) for p in ps]):
+            r.o[...] = nl.copy(pv, mask=r.valid)
+        return
+    m_new = [nl.maximum(r.m, bm, mask=r.valid) for r, bm in zip(rows, bmax)]
+    negs = [nl.multiply(mn, -scale, mask=r.valid) for r, mn in zip(rows, m_new)]
+    alphas = [nisa.activation(op=nl.exp, data=r.m, scale=scale, bias=neg, mask=r.valid)
+              for r, neg in zip(rows, negs)]                      # exp(scale * (m_old - m_new))
+    parts = [nl.ndarray((QT, 1), dtype=nl.float32) for _ in rows]
+    ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
+                          mask=r.valid) for r, s, neg, part in zip(rows, scores, negs, parts)]
+    pvs = [_pv(p, kv, blk, d, pv_dtype) for p in ps]
+    for r, alpha, part, pv, mn in zip(rows, alphas, parts, pvs, m_new):
+        r.l[...] = nl.add(nl.multiply(r.l, alpha, mask=r.valid), part, mask=r.valid)
+        r.o[...] = nl.add(nl.multiply(r.o, alpha, mask=r.valid), pv, mask=r.valid)
+        r.m[...] = nl.copy(mn, mask=r.valid)
+
+
+def _plan_blocks(kv, lo_row, hi_row, causal):
+    """The key blocks a group of query rows [lo_row, hi_row] needs, as (looped full blocks 1..u-1,
+    unrolled [(blk, masked)]): block 0 first; full blocks no row of the group masks run in one
+    sequential loop; causal diagonal blocks and the ragged tail block are unrolled."""
+    blocks = list(range(kv.full)) + (["tail"] if kv.tail else [])
+    need, masked = [], {}
+    for blk in blocks:
+        j0, w = _block_keys(kv, blk)
+        if causal and j0 > hi_row:
+            continue                                        # every key of the block is in every row's future
+        need.append(blk)
+        masked[blk] = causal and j0 + w - 1 > lo_row
+    loop_end = 1
+    while loop_end < len(need) and not isinstance(need[loop_end], str) and not masked[need[loop_end]]:
+        loop_end += 1
+    return need[0], masked[need[0]], loop_end, [(b, masked[b]) for b in need[loop_end:]]
+
+
+def _query_group(q, out, kv, bi, h, tiles, lo_row, hi_row, Sq, d, scale, causal, pv_dtype):
+    """Flash attention for a group of query tiles in lockstep: each phase of a key block is issued
+    for every tile of the group before the next phase, so each engine's in-order stream holds
+    independent work while the cross-engine dependencies of one tile resolve."""
     rows = [_Rows(q, bi, h, i, Sq, d) for i in tiles]
-    blocks = kv.blocks
-    if causal:                                              # tiles are static ints: skip masked blocks
-        last_key = min(kv.k.shape[2], (max(tiles) + 1) * QT) - 1
-        blocks = [(j0, w) for j0, w in blocks if j0 <= last_key]
-    for n, (j0, w) in enumerate(blocks):
-        live = [r for r in rows if not causal or j0 <= min(kv.k.shape[2], (r.i + 1) * QT) - 1]
-        scores = [_scores(r.qT, kv, j0, w, r.i, causal, Sq) for r in live]
-        bmax = [nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=r.valid) for r, s in zip(live, scores)]
-        if n == 0:
-            negs = []
-            for r, bm in zip(live, bmax):
-                r.m[...] = nl.copy(bm, mask=r.valid)
-                negs.append(nl.multiply(r.m, -scale, mask=r.valid))
-            ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=r.l,
-                                  mask=r.valid) for r, s, neg in zip(live, scores, negs)]
-            pvs = [_pv(p, kv, j0, w, d, pv_dtype) for p in ps]
-            for r, pv in zip(live, pvs):
-                r.o[...] = nl.copy(pv, mask=r.valid)
-            continue
-        m_new = [nl.maximum(r.m, bm, mask=r.valid) for r, bm in zip(live, bmax)]
-        negs = [nl.multiply(mn, -scale, mask=r.valid) for r, mn in zip(live, m_new)]
-        alphas = [nisa.activation(op=nl.exp, data=r.m, scale=scale, bias=neg, mask=r.valid)
-                  for r, neg in zip(live, negs)]                      # exp(scale * (m_old - m_new))
-        parts = [nl.ndarray((QT, 1), dtype=nl.float32) for _ in live]
-        ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
-                              mask=r.valid) for r, s, neg, part in zip(live, scores, negs, parts)]
-        pvs = [_pv(p, kv, j0, w, d, pv_dtype) for p in ps]
-        for r, alpha, part, pv, mn in zip(live, alphas, parts, pvs, m_new):
-            r.l[...] = nl.add(nl.multiply(r.l, alpha, mask=r.valid), part, mask=r.valid)
-            r.o[...] = nl.add(nl.multiply(r.o, alpha, mask=r.valid), pv, mask=r.valid)
-            r.m[...] = nl.copy(mn, mask=r.valid)
+    first, first_masked, loop_end, rest = _plan_blocks(kv, lo_row, hi_row, causal)
+    _fold_block(rows, kv, first, True, first_masked, scale, d, pv_dtype)
+    for j in nl.sequential_range(1, loop_end):
+        _fold_block(rows, kv, j, False, False, scale, d, pv_dtype)
+    for blk, masked in rest:
+        _fold_block(rows, kv, blk, False, masked, scale, d, pv_dtype)
     iq = nl.arange(QT)[:, None]
     idd = nl.arange(d)[None, :]
     for r in rows:
@@ -176,14 +215,15 @@ def flash_attention_kernel(q, k, v, scale, causal, pv_dtype, out_dtype):
             kv = _KV(k, v, bi, g, d, pv_dtype, hoist)
             for hh in nl.affine_range(group):
                 h = g * group + hh
-                if causal:                                  # static tiles: per-group key-block lists
+                if causal:          # static groups: each has its own key-block plan (blocks above skipped)
                     for t0 in range(0, nq, G):
-                        _query_group(q, out, kv, bi, h, list(range(t0, min(nq, t0 + G))), Sq, d, scale, causal,
-                                     pv_dtype)
+                        tiles = list(range(t0, min(nq, t0 + G)))
+                        _query_group(q, out, kv, bi, h, tiles, t0 * QT, min(Sq, (tiles[-1] + 1) * QT) - 1, Sq, d,
+                                     scale, causal, pv_dtype)
                 else:
                     for gi in nl.affine_range(math.ceil(nq / G)):
-                        _query_group(q, out, kv, bi, h, [gi * G + t for t in range(G)], Sq, d, scale, causal,
-                                     pv_dtype)
+                        _query_group(q, out, kv, bi, h, [gi * G + t for t in range(G)], 0, Sq - 1, Sq, d, scale,
+                                     causal, pv_dtype)
     return out
 
 

@@ -4,8 +4,10 @@ Part of nki_lite's stdlib: a kernel written in the DSL itself (legacy dialect), 
 flash-attention kernels of AWS's NKI samples. The [Sq, Sk] score matrix never reaches HBM.
 
 Tiling, per (batch, kv head): K is DMA-transposed into [d, 512] blocks and V loaded as [128, d]
-sub-tiles, once for every query head of the group (GQA) when they fit in SBUF, else per use. Per
-128-row query tile (Q transposed to [d, 128], the stationary operand):
+sub-tiles into block tensors, once for every query head of the group (GQA) when they fit in SBUF,
+else per use. Query tiles of 128 rows go in lockstep groups of 4; block 0 is unrolled, the full key
+blocks that no row masks run in one sequential loop, causal diagonal blocks and the ragged last
+block are unrolled. Per 128-row query tile (Q transposed to [d, 128], the stationary operand):
   S = Q Kᵀ for one 512-key block               Tensor Engine, fp32 PSUM (one bank)
   m_new = max(m, rowmax(S))                     Vector Engine
   P = exp(scale*S - scale*m_new), rowsum(P)     Scalar Engine, one activation instruction

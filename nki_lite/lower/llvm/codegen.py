@@ -27,6 +27,7 @@ from .. import ir
 from ..affine import Affine, Mask, axis_var
 from ..ops import OPS
 from . import convert as CV
+from .arena import layout
 from .irbuilder import FnBuilder, f32, f32_bits
 
 from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
@@ -66,15 +67,6 @@ class Emitter:
         self.site_names: list[tuple[str, ...]] = []
         self.arg_buffers = tuple(b.name for b in kernel.buffers
                                  if b.space == ir.Space.HBM and b.base is None and b.kind in ("input", "output", "const"))
-        self.offsets: dict[str, int] = {}
-        off = 0
-        for b in kernel.buffers:
-            if b.base is None and b.name not in self.arg_buffers:
-                self.offsets[b.name] = off
-                off += _align(b.size * D.itemsize(b.dtype))
-        self.scratch_offset = off
-        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
-        self.arena_bytes = off + self.scratch_bytes
         self.ptrs: dict[str, str] = {}
         self.needs_print = False
         self.allocas: list[str] = []
@@ -93,6 +85,10 @@ class Emitter:
         self.fused: dict | None = None       # fusion: values of run members by their output access
         from .fusion import read_counts
         self.reads = read_counts(kernel)
+        self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
+        self.scratch_offset = off
+        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
+        self.arena_bytes = off + self.scratch_bytes
 
     # ---- vector-width helpers (W = 1: plain scalars)
     def vt(self, base: str) -> str:
@@ -328,6 +324,8 @@ class Emitter:
                 base = Affine(e.const, tuple((v, c) for v, c in e.terms if not v.startswith("@")))
                 lo_off = sum(min(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
                 hi_off = sum(max(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
+                if not base.terms and 0 <= e.const + lo_off and e.const + hi_off < buf.shape[d]:
+                    continue       # in bounds whatever the loop values: no code (unrolled kernels have many)
                 bv = self.affine(base, ctx.env)
                 lo = self.b.op(f"add nsw i64 {bv}, {lo_off}")
                 hi = self.b.op(f"add nsw i64 {bv}, {hi_off}")
@@ -372,10 +370,19 @@ class Emitter:
                 b.br("stop_exit")
                 b.block(b.new_label("dead"))
 
-    def run_nodes(self, nodes, ctx: _Ctx) -> None:
-        from .fusion import emit_run, plan
+    def schedule(self, nodes) -> tuple:
+        """How `run_nodes` emits a body (shared with the arena layout, arena.py): (P, nodes) for a
+        row-major body of P partitions, else (None, items) with items nodes and fused runs (lists)."""
+        from .fusion import plan
         from .rowmajor import row_local
         P = row_local(self, list(nodes)) if self.vectorize and self.row is None else None
+        if P is not None:
+            return P, list(nodes)
+        return None, (plan(list(nodes), self.root) if self.vectorize else list(nodes))
+
+    def run_nodes(self, nodes, ctx: _Ctx) -> None:
+        from .fusion import emit_run
+        P, items = self.schedule(nodes)
         if P is not None:
             # every instruction works on its own partition row: run the whole body row by row, so a
             # row's intermediates stay in cache (same per-element computations, same bits)
@@ -389,7 +396,6 @@ class Emitter:
                 finally:
                     self.row = None
             return
-        items = plan(list(nodes), self.root) if self.vectorize else list(nodes)
         for n in items:
             if isinstance(n, list):
                 emit_run(self, n, ctx, self.reads)

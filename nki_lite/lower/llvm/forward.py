@@ -113,12 +113,16 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
 
     def visit(nodes):
         nodes = [replace(n, body=tuple(visit(n.body))) if isinstance(n, ir.Loop) else n for n in nodes]
+        readers: dict[str, list[int]] = {}        # buffer -> instructions of this body reading it, in order
+        for j, m in enumerate(nodes):
+            if isinstance(m, ir.Instr):
+                for b in dict.fromkeys(o.buffer for o in m.ins if isinstance(o, ir.Access)):
+                    readers.setdefault(b, []).append(j)
         for i, n in enumerate(nodes):
             if not forwardable(n):
                 continue
             t = n.out.buffer
-            users = [j for j in range(i + 1, len(nodes)) if isinstance(nodes[j], ir.Instr)
-                     and any(isinstance(o, ir.Access) and o.buffer == t for o in nodes[j].ins)]
+            users = [j for j in readers.get(t, ()) if j > i]
             uses = [o for j in users for o in nodes[j].ins if isinstance(o, ir.Access) and o.buffer == t]
             if (len(uses) != reads.get(t, 0) or any(nodes[j].op not in _READERS for j in users)
                     or not all(_static_inbounds(o, bufs[t].shape) for o in uses)):

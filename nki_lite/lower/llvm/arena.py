@@ -21,6 +21,7 @@ from ...lang import dtypes as D
 from .. import ir
 from ..liveness import live_ranges
 from ..parallel import program_space
+from .parts import split
 
 
 def _align(n: int, a: int = 64) -> int:
@@ -30,16 +31,19 @@ def _align(n: int, a: int = 64) -> int:
 def _units(em):
     kernel = em.k
     _, _, pbody, prologue, epilogue = program_space(kernel)
-    split = pbody is not kernel.body           # generate() emits prologue, program loop, epilogue apart
+    apart = pbody is not kernel.body           # generate() emits prologue, program loop, epilogue apart
 
     def of(nodes) -> list:
+        parts = split(em, nodes)
+        if len(parts) > 1:                      # run_nodes emits each part as its own function
+            return [u for part in parts for u in of(part)]
         P, items = em.schedule(nodes)
         if P is not None:
             return [list(nodes)]
         return [it if isinstance(it, (ir.Loop, list)) else [it] for it in items]
 
     def units(nodes) -> list:
-        if split and nodes is kernel.body:
+        if apart and nodes is kernel.body:
             loop = kernel.body[len(prologue)]
             return of(prologue) + [loop] + of(epilogue)
         return of(nodes)

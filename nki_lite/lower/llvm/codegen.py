@@ -85,6 +85,10 @@ class Emitter:
         self.fused: dict | None = None       # fusion: values of run members by their output access
         from .fusion import read_counts
         self.reads = read_counts(kernel)
+        self.arg_index = {name: k for k, name in enumerate(self.arg_buffers)}
+        self.private: set = set()
+        self.part_texts: list[str] = []                  # outlined parts of long bodies (parts.py)
+        self.part_weights: dict = {}
         self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
         self.scratch_offset = off
         self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
@@ -146,7 +150,19 @@ class Emitter:
 
     def base_ptr(self, name: str) -> str:
         root = self.root(name)
-        return self.ptrs[root]
+        p = self.ptrs.get(root)
+        if p is None:                             # first use in this function: made in its entry block
+            p = self.b.tmp("buf")
+            k = self.arg_index.get(root)
+            if k is not None:
+                q = self.b.tmp()
+                self.ptr_lines += [f"  {q} = getelementptr inbounds ptr, ptr %args, i64 {k}",
+                                   f"  {p} = load ptr, ptr {q}, align 8"]
+            else:
+                base = "%parena" if root in self.private else "%arena"
+                self.ptr_lines.append(f"  {p} = getelementptr inbounds i8, ptr {base}, i64 {self.offsets[root]}")
+            self.ptrs[root] = p
+        return p
 
     def storage(self, name: str) -> str:
         return CV.STORAGE_LLVM[self.bufs[name].dtype]
@@ -382,6 +398,13 @@ class Emitter:
 
     def run_nodes(self, nodes, ctx: _Ctx) -> None:
         from .fusion import emit_run
+        from .parts import emit_call, split
+        if self.row is None:
+            parts = split(self, nodes)
+            if len(parts) > 1:                   # a long body: one LLVM function per part (parts.py)
+                for part in parts:
+                    emit_call(self, part, ctx)
+                return
         P, items = self.schedule(nodes)
         if P is not None:
             # every instruction works on its own partition row: run the whole body row by row, so a
@@ -450,13 +473,17 @@ class Emitter:
         b.br(done)
         b.block(done)
 
-    def _begin_function(self, private: set) -> dict:
-        """Fresh per-function state and the entry code every function shares: MXCSR pinned, the
-        status words read, buffer pointers (private buffers in the thread's own arena)."""
+    def _begin_function(self, private: set, pin_mxcsr: bool = True) -> dict:
+        """Fresh per-function state and the entry code every function shares: MXCSR pinned (not in
+        parts.py's functions, which only the pinned ones call), the status words read. Buffer pointers
+        (private buffers in the thread's own arena) are made in the entry block on first use, so a
+        function costs nothing for the buffers it does not touch."""
         self.b = b = FnBuilder()
-        self.ptrs, self.allocas = {}, []
+        self.ptrs, self.allocas, self.ptr_lines = {}, [], []
+        self.private = private
         self.row = self.row_value = None
-        if self.x86:
+        self.pin_mxcsr = pin_mxcsr and self.x86
+        if self.pin_mxcsr:
             self.declare("declare void @llvm.x86.sse.stmxcsr(ptr)")
             self.declare("declare void @llvm.x86.sse.ldmxcsr(ptr)")
             b.emit("%mxcsr.saved = alloca i32, align 4")
@@ -472,23 +499,22 @@ class Emitter:
         own = b.op(f"icmp ne i64 {words['parena']}, 0")
         pa = b.op(f"inttoptr i64 {words['parena']} to ptr")
         b.emit(f"%parena = select i1 {own}, ptr {pa}, ptr %arena")
-        for k, name in enumerate(self.arg_buffers):
-            p = b.op(f"getelementptr inbounds ptr, ptr %args, i64 {k}")
-            self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
-        for name, off in self.offsets.items():
-            base = "%parena" if name in private else "%arena"
-            self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr {base}, i64 {off}", "buf")
+        self.ptr_at = len(b.lines)
+        b.lines.append("")                        # the buffer pointers this function uses (base_ptr)
         self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
         self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
         self.dispatch_word = words["dispatch"]
         return words
 
-    def _end_function(self, name: str, args_noalias: bool) -> str:
+    def _end_function(self, name: str, args_noalias: bool, params: str = "", linkage: str = "",
+                      attrs: str = "") -> str:
         b = self.b
-        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.x86 else ""
+        b.lines[self.ptr_at] = "\n".join(self.ptr_lines)
+        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.pin_mxcsr else ""
         body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
         na = "noalias " if args_noalias else ""
-        text = [f"define i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, ptr %print_cb) {{",
+        text = [f"define {linkage}i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, "
+                f"ptr %print_cb{params}){attrs} {{",
                 body,
                 restore + "  ret i32 0",
                 "fail_exit:",
@@ -558,6 +584,7 @@ class Emitter:
                 continue
             text.append(self._region_function(k, loop))
             trips.append(loop.trip)
+        text += self.part_texts
         text += sorted(self.declares)
         text += list(self.functions.values())
         return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),

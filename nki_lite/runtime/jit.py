@@ -95,8 +95,10 @@ class LoadedGen:
 
 def _source_text(kernel: ir.Kernel, debug: bool):
     """(Generated, LLVM IR text with the trampoline, has_trampoline)."""
+    from .. import gcpause
     from ..lower.llvm.codegen import generate
-    gen = generate(kernel, debug)
+    with gcpause.paused():
+        gen = generate(kernel, debug)
     offset = _array_data_offset()
     text = gen.text + (_trampoline(len(gen.arg_buffers), offset) if offset is not None else "")
     return gen, text, offset is not None

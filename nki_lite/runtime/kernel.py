@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config, errors
+from .. import config, errors, gcpause
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lower import ir
@@ -166,8 +166,9 @@ class Kernel:
                 self.stats["hits"] += 1
                 return hit
         self.stats["misses"] += 1
-        kernel = run_default(trace(self.fn, bound, self.grid, target))
-        verify(kernel)
+        with gcpause.paused():                   # large acyclic IR: no collector passes over it
+            kernel = run_default(trace(self.fn, bound, self.grid, target))
+            verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
                   ir.count_instrs(kernel))

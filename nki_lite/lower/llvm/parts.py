@@ -8,7 +8,7 @@ i64 <enclosing loop values...>)` and called in order; a part's own nested bodies
 
 Contract:
 - `split(em, nodes) -> list[list]`: the parts of a body, in order (one part: not split). Weight: an
-  instruction 1 (`alloc` 0: it emits no code outside debug mode), a loop 1 + its body's weight
+  instruction 1 (`alloc` 0 outside debug mode, where it emits no code), a loop 1 + its body's weight
   (capped at PART_WEIGHT: a heavier body is split inside the loop). Deterministic (the code is a
   cache key), and the arena layout (arena.py) sees the same parts.
 - `emit_call(em, part, ctx)`: emits the part's function and, at the current point, its call; the
@@ -26,19 +26,19 @@ from .. import ir
 PART_WEIGHT = 64
 
 
-def _weight(node, memo: dict) -> int:
+def _weight(node, memo: dict, debug: bool) -> int:
     if isinstance(node, ir.Loop):
         w = memo.get(id(node))
         if w is None:
-            w = memo[id(node)] = 1 + min(PART_WEIGHT, sum(_weight(n, memo) for n in node.body))
+            w = memo[id(node)] = 1 + min(PART_WEIGHT, sum(_weight(n, memo, debug) for n in node.body))
         return w
-    return 0 if node.op == "alloc" else 1
+    return 0 if node.op == "alloc" and not debug else 1
 
 
 def split(em, nodes) -> list[list]:
     memo = em.part_weights
     nodes = list(nodes)
-    weights = [_weight(n, memo) for n in nodes]
+    weights = [_weight(n, memo, em.debug) for n in nodes]
     if sum(weights) <= PART_WEIGHT:
         return [nodes]
     parts, cur, w = [], [], 0

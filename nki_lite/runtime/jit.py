@@ -506,8 +506,33 @@ def entry_problem(meta: dict, kernel: ir.Kernel, debug: bool, opt: int) -> str |
             return "bad parallel regions"
         if meta["trampoline"] != (_array_data_offset() is not None):
             return "trampoline does not match this process"
+        return _layout_problem(meta, kernel, debug)
     except (KeyError, TypeError):
         return "metadata fields missing or mistyped"
+
+
+def _layout_problem(meta: dict, kernel: ir.Kernel, debug: bool) -> str | None:
+    """The fields native code relies on must be exactly what this kernel's code generator lays out
+    (lower/llvm/codegen.py `layout_of`: argument order, arena size, status words, regions, print flag):
+    an entry that passes every other check but disagrees here would run with a too-small arena or
+    swapped argument pointers."""
+    from ..lower.llvm.abi import STATUS_LOOPS as _SL
+    from ..lower.llvm.abi import STATUS_WORDS as _SW
+    from ..lower.llvm.codegen import layout_of
+    from ..lower.parallel import regions
+    args, arena = layout_of(kernel, debug)
+    if list(meta["arg_buffers"]) != list(args):
+        return "argument buffers differ from this kernel's"
+    if meta["arena_bytes"] != arena:
+        return f"arena size {meta['arena_bytes']} differs from this kernel's {arena}"
+    if (meta["status_words"], meta["status_loops"]) != (_SW, _SL):
+        return "status layout differs from this nki_lite's"
+    if meta["needs_print"] != any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+        return "print flag differs from this kernel's"
+    loops = regions(kernel)
+    if len(meta["region_trips"]) != len(loops) or any(
+            t not in (0, lp.trip) for t, lp in zip(meta["region_trips"], loops)):
+        return "parallel regions differ from this kernel's"
     return None
 
 

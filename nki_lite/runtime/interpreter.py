@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .. import errors
+from .. import errors, hostmem
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.affine import Mask
@@ -75,7 +75,7 @@ class Machine:
                 self.mem[b.name] = self.mem[b.base].reshape(b.shape)
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
-        arr = np.empty(b.shape, dtype=D.storage(b.dtype))
+        arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
         fill_uninit(arr, b.dtype)
         return arr
 

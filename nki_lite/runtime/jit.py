@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import config, errors
+from .. import config, errors, hostmem
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.llvm import target as T
@@ -64,6 +64,10 @@ def _array_data_offset() -> int | None:
             ok &= ptr == a.ctypes.data
         _DATA_OFFSET = off if ok else -1
     return _DATA_OFFSET if _DATA_OFFSET >= 0 else None
+
+
+def kernel_name(ck) -> str:
+    return ck.kernel.name
 
 
 def _trampoline(n_args: int, offset: int) -> str:
@@ -210,7 +214,9 @@ class CompiledKernel:
         loc = self._local
         arena = getattr(loc, "arena", None)
         if arena is None:
-            loc.arena = arena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
+            loc.arena = arena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
+                                              f"the JIT arena of kernel '{kernel_name(self)}' (its tiles)",
+                                              self.kernel.loc)
             loc.status = np.zeros(self.status_words, dtype=np.int64)
             loc.ptrs = (arena.ctypes.data, loc.status.ctypes.data)
         return loc
@@ -236,7 +242,7 @@ class CompiledKernel:
 
     def _new_output(self, spec):
         name, shape, storage, dtype = spec
-        a = np.empty(shape, dtype=storage)
+        a = hostmem.empty(shape, storage, f"output '{name}' {shape} ({dtype})", self.kernel.buffer(name).loc)
         if self.prefill[name]:         # unwritten output elements read as NaN / sentinel, like the interpreter
             fill_uninit(a, dtype)
         return a
@@ -321,7 +327,8 @@ class CompiledKernel:
         `_scratch` is in use by the suspended kernel call that dispatched them."""
         loc = self._local
         if getattr(loc, "rarena", None) is None:
-            loc.rarena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
+            loc.rarena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
+                                       f"the JIT arena of kernel '{kernel_name(self)}' (its tiles)", self.kernel.loc)
             loc.rstatus = np.zeros(self.status_words, dtype=np.int64)
         return loc.rarena, loc.rstatus
 

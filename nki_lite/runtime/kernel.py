@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config, errors, gcpause
+from .. import config, errors, gcpause, hostmem
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lower import ir
@@ -348,7 +348,13 @@ class Kernel:
                     bufs.append(what)
                 else:
                     shape, storage, dtype, fill, k = what
-                    o = np.empty(shape, storage) if out_arrays is None else out_arrays[k]
+                    if out_arrays is None:
+                        try:
+                            o = np.empty(shape, storage)
+                        except (MemoryError, ValueError):      # NL-E403 naming the output's line
+                            o = hostmem.empty(shape, storage, f"an output of shape {shape} ({dtype})", kernel.loc)
+                    else:
+                        o = out_arrays[k]
                     if fill:                          # not proven fully written: unwritten = NaN
                         fill_uninit(o, dtype)
                     bufs.append(o)

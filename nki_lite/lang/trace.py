@@ -40,6 +40,28 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
     return None
 
 
+def _recursion_error(e: RecursionError):
+    """NL-E809 at the recursive call: the user-code line that occurs most often in the traceback."""
+    import sys
+    from collections import Counter
+    from ..loc import _is_internal, frame_loc
+    frames, tb = [], e.__traceback__
+    while tb is not None:
+        if not _is_internal(tb.tb_frame.f_code.co_filename):
+            frames.append(tb)
+        tb = tb.tb_next
+    if not frames:
+        return errors.make("recursion", f"tracing the kernel exceeded Python's recursion limit "
+                           f"({sys.getrecursionlimit()})")
+    counts = Counter((t.tb_frame.f_code.co_filename, t.tb_lineno) for t in frames)
+    (where, n), = counts.most_common(1)
+    last = next(t for t in frames if (t.tb_frame.f_code.co_filename, t.tb_lineno) == where)   # at the call
+    name = last.tb_frame.f_code.co_name
+    return errors.make("recursion", f"'{name}' was called {n} times recursively from this line while tracing, "
+                       f"reaching Python's recursion limit ({sys.getrecursionlimit()}): the recursion never "
+                       "ended", loc=frame_loc(last.tb_frame))
+
+
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
     loc = fn_loc(fn)
     tr = Tracer(fn.__name__, grid, target)
@@ -69,7 +91,10 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 kwargs[name] = value
             else:
                 args.append(value)
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except RecursionError as e:
+            raise _recursion_error(e) from None
         if tr.broken_loop is not None:
             raise errors.make("bad_loop", "break/return inside nl.affine_range or nl.sequential_range: the loop "
                               "body must run to completion in every iteration", loc=tr.broken_loop,

@@ -60,6 +60,8 @@ def _always_true(mask: Mask, instr: ir.Instr, loops: dict) -> bool:
 def drop_true_masks(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
     grid = {f"pid{g}": n for g, n in enumerate(kernel.grid or ())}
 
+    changed = []           # (not `body == kernel.body`: comparing deep loop nests recurses per level)
+
     def visit(nodes, loops):
         out = []
         for n in nodes:
@@ -67,12 +69,13 @@ def drop_true_masks(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
                 out.append(replace(n, body=tuple(visit(n.body, {**loops, n.var: n.trip}))))
             elif n.mask is not None and _always_true(n.mask, n, loops):
                 out.append(_replaced(origin, n, replace(n, mask=None)))
+                changed.append(n)
             else:
                 out.append(n)
         return out
 
     body = tuple(visit(kernel.body, grid))
-    return kernel if body == kernel.body else replace(kernel, body=body)
+    return replace(kernel, body=body) if changed else kernel
 
 
 # ---------------------------------------------------------------- load forwarding
@@ -132,10 +135,12 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
                 ins = tuple(_compose(o, n) if isinstance(o, ir.Access) and o.buffer == t else o for o in m.ins)
                 nodes[j] = _replaced(origin, m, replace(m, ins=ins))
             nodes[i] = _replaced(origin, n, replace(n, attrs=n.attrs + (("forwarded", True),)))
+            changed.append(n)
         return nodes
 
+    changed = []
     body = tuple(visit(list(kernel.body)))
-    return kernel if body == kernel.body else replace(kernel, body=body)
+    return replace(kernel, body=body) if changed else kernel
 
 
 def _static_inbounds(read: ir.Access, shape: tuple) -> bool:

@@ -66,10 +66,6 @@ def _array_data_offset() -> int | None:
     return _DATA_OFFSET if _DATA_OFFSET >= 0 else None
 
 
-def kernel_name(ck) -> str:
-    return ck.kernel.name
-
-
 def _trampoline(n_args: int, offset: int) -> str:
     """`i32 @nkl_call_py(ptr obj0, ..., ptr arena, ptr status, ptr cb)`: load each array's data
     pointer from the PyArrayObject and call @nkl_kernel."""
@@ -215,7 +211,7 @@ class CompiledKernel:
         arena = getattr(loc, "arena", None)
         if arena is None:
             loc.arena = arena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
-                                              f"the JIT arena of kernel '{kernel_name(self)}' (its tiles)",
+                                              f"the JIT arena of kernel '{self.kernel.name}' (its tiles)",
                                               self.kernel.loc)
             loc.status = np.zeros(self.status_words, dtype=np.int64)
             loc.ptrs = (arena.ctypes.data, loc.status.ctypes.data)
@@ -328,7 +324,7 @@ class CompiledKernel:
         loc = self._local
         if getattr(loc, "rarena", None) is None:
             loc.rarena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
-                                       f"the JIT arena of kernel '{kernel_name(self)}' (its tiles)", self.kernel.loc)
+                                       f"the JIT arena of kernel '{self.kernel.name}' (its tiles)", self.kernel.loc)
             loc.rstatus = np.zeros(self.status_words, dtype=np.int64)
         return loc.rarena, loc.rstatus
 

@@ -62,6 +62,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
          "~/.cache/nki_lite); created 0700, refused if group/world-writable or owned by another user"),
     Knob("NKI_LITE_CACHE_MAX_MB", "512", None, "size bound of the disk cache directory: the least recently "
          "used entries are deleted beyond it (0: unbounded)", int),
+    Knob("NKI_LITE_MAX_ALLOC_BYTES", "0", None, "largest host allocation (bytes) of one tensor, tile or JIT arena; "
+         "beyond it a kernel fails with NL-E403 at the line that creates the tensor (0: 3/4 of physical memory)",
+         int),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
          "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),

@@ -172,6 +172,9 @@ _TABLE = [
      "use integers, slices, nl.ds(start, size), nl.arange expressions or affine expressions of loop variables"),
     ("NL-E808", "bad_loop", KernelSyntaxError, "a loop construct is not supported",
      "loop bounds must be Python ints; break/continue are not allowed inside nl.affine_range/sequential_range"),
+    ("NL-E809", "recursion", KernelSyntaxError, "Python recursion while tracing a kernel did not end",
+     "recursion in a kernel runs at trace time: give the helper a base case on a trace-time constant, or "
+     "write the repetition as a loop (nl.static_range / nl.sequential_range)"),
     ("NL-E810", "recursive_kernel", KernelSyntaxError, "a kernel calls itself",
      "write the repetition as a loop (nl.affine_range / nl.sequential_range / range), or recurse in an undecorated "
      "helper with a trace-time bound"),

@@ -7,6 +7,7 @@ from CPython's position table so error carets point at the exact expression.
 from __future__ import annotations
 
 import linecache
+import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -47,13 +48,13 @@ def frame_loc(frame) -> Loc:
     code = frame.f_code
     line, col, end_col = frame.f_lineno, 0, 0
     try:
-        positions = list(code.co_positions())
-        pos = positions[frame.f_lasti // 2]
+        # only the current instruction's position (not the whole table: loc capture is per op)
+        pos = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None))
         if pos[0] is not None:
             line = pos[0]
             col = pos[2] or 0
             end_col = pos[3] or 0 if pos[1] == pos[0] else 0
-    except (IndexError, AttributeError):
+    except (StopIteration, IndexError, AttributeError):
         pass
     return Loc(code.co_filename, line, col, end_col)
 

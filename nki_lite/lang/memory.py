@@ -114,6 +114,12 @@ def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Spa
                               "least 2-D (partition, free...)", loc=loc, hint=f"use shape ({shape[0]}, 1)")
     oversize = space != ir.Space.HBM and shape[par_axis] > PMAX
     from ..loc import assigned_name
+    from .. import hostmem
+    if space == ir.Space.HBM:                 # on-chip tiles are bounded by the SBUF/PSUM rules instead
+        n = 1
+        for s in shape:
+            n *= s
+        hostmem.check(n * D.itemsize(dtype), f"HBM tensor of shape {shape} ({dtype})", loc)
     base = assigned_name(loc) or base
     buf = tracer.add_buffer(ir.Buffer(tracer.fresh(base), space, shape, dtype, kind, par_axis, loc=loc,
                                       hbm_kind=hbm_kind))

@@ -41,6 +41,28 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
     return None
 
 
+def _recursion_error(e: RecursionError):
+    """NL-E809 at the recursive call: the user-code line that occurs most often in the traceback."""
+    import sys
+    from collections import Counter
+    from ..loc import _is_internal, frame_loc
+    frames, tb = [], e.__traceback__
+    while tb is not None:
+        if not _is_internal(tb.tb_frame.f_code.co_filename):
+            frames.append(tb)
+        tb = tb.tb_next
+    if not frames:
+        return errors.make("recursion", f"tracing the kernel exceeded Python's recursion limit "
+                           f"({sys.getrecursionlimit()})")
+    counts = Counter((t.tb_frame.f_code.co_filename, t.tb_lineno) for t in frames)
+    (where, n), = counts.most_common(1)
+    last = next(t for t in frames if (t.tb_frame.f_code.co_filename, t.tb_lineno) == where)   # at the call
+    name = last.tb_frame.f_code.co_name
+    return errors.make("recursion", f"'{name}' was called {n} times recursively from this line while tracing, "
+                       f"reaching Python's recursion limit ({sys.getrecursionlimit()}): the recursion never "
+                       "ended", loc=frame_loc(last.tb_frame))
+
+
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
     loc = fn_loc(fn)
     outer = active()
@@ -80,6 +102,8 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
         watched = purity.watch(sources)
         try:
             result = fn(*args, **kwargs)
+        except RecursionError as e:
+            raise _recursion_error(e) from None
         except ValueError as e:
             found = None if isinstance(e, errors.NkiLiteError) else source.unpack_shape_mismatch(e)
             if found is None:

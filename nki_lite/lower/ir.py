@@ -19,6 +19,7 @@ Contract:
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -151,13 +152,12 @@ class Kernel:
     consts: tuple[tuple[str, ConstData], ...] = ()   # data of const (nl.shared_constant) buffers
 
     def buffer(self, name: str) -> Buffer:
-        for b in self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
+        return self.buffer_map[name]
 
-    @property
+    @functools.cached_property
     def buffer_map(self) -> dict[str, Buffer]:
+        """name -> Buffer, built once per kernel (callers read it; never mutate it): looking buffers up
+        per instruction must not cost a pass over every buffer (kernels of 10^5 unrolled ops)."""
         return {b.name: b for b in self.buffers}
 
 

@@ -48,7 +48,8 @@ SUFFIX = ".nklobj"
 MAX_ENTRY_BYTES = 1 << 30
 
 # Sources whose text decides the LLVM IR generated from a given tile IR (relative to the package).
-FINGERPRINT_SOURCES = ("lower/llvm/", "lower/ir.py", "lower/affine.py", "lower/ops.py", "lang/dtypes.py",
+FINGERPRINT_SOURCES = ("lower/llvm/", "lower/ir.py", "lower/affine.py", "lower/ops.py", "lower/liveness.py",
+                       "lower/parallel.py", "lang/dtypes.py",
                        "numerics/", "runtime/interpreter.py", "runtime/jit.py", "runtime/diskcache.py")
 
 STATS = {"hits": 0, "misses": 0, "corrupt": 0, "refused": 0, "writes": 0, "write_errors": 0}
@@ -291,7 +292,10 @@ def load(key: str) -> tuple[dict, bytes] | None:
     if d is None:
         return None
     path = entry_path(d, key)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # O_NONBLOCK: opening a FIFO planted in the directory must not wait for a writer (the type check
+    # below refuses it); O_NOFOLLOW: a symlink fails with ELOOP instead of being followed
+    flags = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NONBLOCK", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

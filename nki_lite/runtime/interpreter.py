@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .. import errors
+from .. import errors, hostmem
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.affine import Mask
@@ -41,13 +41,29 @@ def fill_uninit(arr: np.ndarray, dtype: str) -> None:
         arr[...] = SENTINEL[dtype]
 
 
+class _Memory(dict):
+    """Buffer contents by name; an on-chip tile is created (uninitialised) on first touch, so dead
+    tiles can be dropped (lower/liveness.py) and an unrolled kernel of 10^5 temporaries holds only
+    its live tiles."""
+
+    def __init__(self, machine: "Machine"):
+        super().__init__()
+        self.machine = machine
+
+    def __missing__(self, name: str) -> np.ndarray:
+        arr = self[name] = self.machine.new_array(self.machine.buffers[name])
+        return arr
+
+
 class Machine:
     """Memory and execution state for one kernel run."""
 
     def __init__(self, kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]):
+        from ..lower.liveness import live_ranges
         self.kernel = kernel
         self.buffers = kernel.buffer_map
-        self.mem: dict[str, np.ndarray] = {}
+        self.mem: dict[str, np.ndarray] = _Memory(self)
+        self.dead_after = live_ranges(kernel).free_after     # id(node) -> tiles dead once it ran
         for b in kernel.buffers:
             if b.space == ir.Space.HBM and b.base is None:
                 if b.kind == "input":
@@ -61,7 +77,7 @@ class Machine:
                 self.mem[b.name] = self.mem[b.base].reshape(b.shape)
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
-        arr = np.empty(b.shape, dtype=D.storage(b.dtype))
+        arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
         fill_uninit(arr, b.dtype)
         return arr
 
@@ -70,7 +86,9 @@ class Machine:
         for pid in self.programs():
             env = {f"pid{k}": v for k, v in enumerate(pid)}
             for b in self.kernel.buffers:        # private on-chip / private HBM per program
-                if b.space != ir.Space.HBM or (b.kind == "local" and b.hbm_kind != "shared_hbm"):
+                if b.space != ir.Space.HBM:
+                    self.mem.pop(b.name, None)       # made fresh on first touch
+                elif b.kind == "local" and b.hbm_kind != "shared_hbm":
                     self.mem[b.name] = self.new_array(b)
             self.exec(self.kernel.body, env)
 
@@ -80,6 +98,8 @@ class Machine:
                 self.loop(n, env)
             else:
                 self.step(n, env)
+            for name in self.dead_after.get(id(n), ()):
+                self.mem.pop(name, None)
 
     # Hooks overridden by runtime/debug_checks.py (program and iteration order, per-instruction checks).
     def programs(self):

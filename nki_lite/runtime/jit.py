@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import config, errors
+from .. import config, errors, hostmem
 from ..lang import dtypes as D
 from ..lower import ir
 from ..lower.llvm import target as T
@@ -95,8 +95,10 @@ class LoadedGen:
 
 def _source_text(kernel: ir.Kernel, debug: bool):
     """(Generated, LLVM IR text with the trampoline, has_trampoline)."""
+    from .. import gcpause
     from ..lower.llvm.codegen import generate
-    gen = generate(kernel, debug)
+    with gcpause.paused():
+        gen = generate(kernel, debug)
     offset = _array_data_offset()
     text = gen.text + (_trampoline(len(gen.arg_buffers), offset) if offset is not None else "")
     return gen, text, offset is not None
@@ -208,7 +210,9 @@ class CompiledKernel:
         loc = self._local
         arena = getattr(loc, "arena", None)
         if arena is None:
-            loc.arena = arena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
+            loc.arena = arena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
+                                              f"the JIT arena of kernel '{self.kernel.name}' (its tiles)",
+                                              self.kernel.loc)
             loc.status = np.zeros(self.status_words, dtype=np.int64)
             loc.ptrs = (arena.ctypes.data, loc.status.ctypes.data)
         return loc
@@ -234,7 +238,7 @@ class CompiledKernel:
 
     def _new_output(self, spec):
         name, shape, storage, dtype = spec
-        a = np.empty(shape, dtype=storage)
+        a = hostmem.empty(shape, storage, f"output '{name}' {shape} ({dtype})", self.kernel.buffer(name).loc)
         if self.prefill[name]:         # unwritten output elements read as NaN / sentinel, like the interpreter
             fill_uninit(a, dtype)
         return a
@@ -319,7 +323,8 @@ class CompiledKernel:
         `_scratch` is in use by the suspended kernel call that dispatched them."""
         loc = self._local
         if getattr(loc, "rarena", None) is None:
-            loc.rarena = np.empty(max(64, self.gen.arena_bytes), dtype=np.uint8)
+            loc.rarena = hostmem.empty(max(64, self.gen.arena_bytes), np.uint8,
+                                       f"the JIT arena of kernel '{self.kernel.name}' (its tiles)", self.kernel.loc)
             loc.rstatus = np.zeros(self.status_words, dtype=np.int64)
         return loc.rarena, loc.rstatus
 
@@ -504,8 +509,33 @@ def entry_problem(meta: dict, kernel: ir.Kernel, debug: bool, opt: int) -> str |
             return "bad parallel regions"
         if meta["trampoline"] != (_array_data_offset() is not None):
             return "trampoline does not match this process"
+        return _layout_problem(meta, kernel, debug)
     except (KeyError, TypeError):
         return "metadata fields missing or mistyped"
+
+
+def _layout_problem(meta: dict, kernel: ir.Kernel, debug: bool) -> str | None:
+    """The fields native code relies on must be exactly what this kernel's code generator lays out
+    (lower/llvm/codegen.py `layout_of`: argument order, arena size, status words, regions, print flag):
+    an entry that passes every other check but disagrees here would run with a too-small arena or
+    swapped argument pointers."""
+    from ..lower.llvm.abi import STATUS_LOOPS as _SL
+    from ..lower.llvm.abi import STATUS_WORDS as _SW
+    from ..lower.llvm.codegen import layout_of
+    from ..lower.parallel import regions
+    args, arena = layout_of(kernel, debug)
+    if list(meta["arg_buffers"]) != list(args):
+        return "argument buffers differ from this kernel's"
+    if meta["arena_bytes"] != arena:
+        return f"arena size {meta['arena_bytes']} differs from this kernel's {arena}"
+    if (meta["status_words"], meta["status_loops"]) != (_SW, _SL):
+        return "status layout differs from this nki_lite's"
+    if meta["needs_print"] != any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+        return "print flag differs from this kernel's"
+    loops = regions(kernel)
+    if len(meta["region_trips"]) != len(loops) or any(
+            t not in (0, lp.trip) for t, lp in zip(meta["region_trips"], loops)):
+        return "parallel regions differ from this kernel's"
     return None
 
 

@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config, errors
+from .. import config, errors, gcpause, hostmem
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lower import ir
@@ -270,14 +270,15 @@ class Kernel:
                 self.stats["hits"] += 1
                 return hit
         self.stats["misses"] += 1
-        try:
-            traced = trace(self.fn, bound, self.grid, target)
-        except (AttributeError, TypeError) as e:
-            if not isinstance(e, errors.NkiLiteError):
-                _blame_sequence_argument(bound, e, fn_loc(self.fn))
-            raise
-        kernel = run_default(traced)
-        verify(kernel)
+        with gcpause.paused():                   # large acyclic IR: no collector passes over it
+            try:
+                traced = trace(self.fn, bound, self.grid, target)
+            except (AttributeError, TypeError) as e:
+                if not isinstance(e, errors.NkiLiteError):
+                    _blame_sequence_argument(bound, e, fn_loc(self.fn))
+                raise
+            kernel = run_default(traced)
+            verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
                   ir.count_instrs(kernel))
@@ -472,7 +473,13 @@ class Kernel:
                     bufs.append(what)
                 else:
                     shape, storage, dtype, fill, k = what
-                    o = np.empty(shape, storage) if out_arrays is None else out_arrays[k]
+                    if out_arrays is None:
+                        try:
+                            o = np.empty(shape, storage)
+                        except (MemoryError, ValueError):      # NL-E403 naming the output's line
+                            o = hostmem.empty(shape, storage, f"an output of shape {shape} ({dtype})", kernel.loc)
+                    else:
+                        o = out_arrays[k]
                     if fill:                          # not proven fully written: unwritten = NaN
                         fill_uninit(o, dtype)
                     bufs.append(o)

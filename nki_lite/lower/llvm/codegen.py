@@ -27,6 +27,7 @@ from .. import ir
 from ..affine import Affine, Mask, axis_var
 from ..ops import OPS
 from . import convert as CV
+from .arena import layout
 from .irbuilder import FnBuilder, f32, f32_bits
 
 from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
@@ -66,15 +67,6 @@ class Emitter:
         self.site_names: list[tuple[str, ...]] = []
         self.arg_buffers = tuple(b.name for b in kernel.buffers
                                  if b.space == ir.Space.HBM and b.base is None and b.kind in ("input", "output", "const"))
-        self.offsets: dict[str, int] = {}
-        off = 0
-        for b in kernel.buffers:
-            if b.base is None and b.name not in self.arg_buffers:
-                self.offsets[b.name] = off
-                off += _align(b.size * D.itemsize(b.dtype))
-        self.scratch_offset = off
-        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
-        self.arena_bytes = off + self.scratch_bytes
         self.ptrs: dict[str, str] = {}
         self.needs_print = False
         self.allocas: list[str] = []
@@ -93,6 +85,14 @@ class Emitter:
         self.fused: dict | None = None       # fusion: values of run members by their output access
         from .fusion import read_counts
         self.reads = read_counts(kernel)
+        self.arg_index = {name: k for k, name in enumerate(self.arg_buffers)}
+        self.private: set = set()
+        self.part_texts: list[str] = []                  # outlined parts of long bodies (parts.py)
+        self.part_weights: dict = {}
+        self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
+        self.scratch_offset = off
+        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
+        self.arena_bytes = off + self.scratch_bytes
 
     # ---- vector-width helpers (W = 1: plain scalars)
     def vt(self, base: str) -> str:
@@ -150,7 +150,19 @@ class Emitter:
 
     def base_ptr(self, name: str) -> str:
         root = self.root(name)
-        return self.ptrs[root]
+        p = self.ptrs.get(root)
+        if p is None:                             # first use in this function: made in its entry block
+            p = self.b.tmp("buf")
+            k = self.arg_index.get(root)
+            if k is not None:
+                q = self.b.tmp()
+                self.ptr_lines += [f"  {q} = getelementptr inbounds ptr, ptr %args, i64 {k}",
+                                   f"  {p} = load ptr, ptr {q}, align 8"]
+            else:
+                base = "%parena" if root in self.private else "%arena"
+                self.ptr_lines.append(f"  {p} = getelementptr inbounds i8, ptr {base}, i64 {self.offsets[root]}")
+            self.ptrs[root] = p
+        return p
 
     def storage(self, name: str) -> str:
         return CV.STORAGE_LLVM[self.bufs[name].dtype]
@@ -330,6 +342,8 @@ class Emitter:
                 base = Affine(e.const, tuple((v, c) for v, c in e.terms if not v.startswith("@")))
                 lo_off = sum(min(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
                 hi_off = sum(max(0, c * (ext[v] - 1)) for v, c in e.terms if v.startswith("@"))
+                if not base.terms and 0 <= e.const + lo_off and e.const + hi_off < buf.shape[d]:
+                    continue       # in bounds whatever the loop values: no code (unrolled kernels have many)
                 bv = self.affine(base, ctx.env)
                 lo = self.b.op(f"add nsw i64 {bv}, {lo_off}")
                 hi = self.b.op(f"add nsw i64 {bv}, {hi_off}")
@@ -374,10 +388,26 @@ class Emitter:
                 b.br("stop_exit")
                 b.block(b.new_label("dead"))
 
-    def run_nodes(self, nodes, ctx: _Ctx) -> None:
-        from .fusion import emit_run, plan
+    def schedule(self, nodes) -> tuple:
+        """How `run_nodes` emits a body (shared with the arena layout, arena.py): (P, nodes) for a
+        row-major body of P partitions, else (None, items) with items nodes and fused runs (lists)."""
+        from .fusion import plan
         from .rowmajor import row_local
         P = row_local(self, list(nodes)) if self.vectorize and self.row is None else None
+        if P is not None:
+            return P, list(nodes)
+        return None, (plan(list(nodes), self.root) if self.vectorize else list(nodes))
+
+    def run_nodes(self, nodes, ctx: _Ctx) -> None:
+        from .fusion import emit_run
+        from .parts import emit_call, split
+        if self.row is None:
+            parts = split(self, nodes)
+            if len(parts) > 1:                   # a long body: one LLVM function per part (parts.py)
+                for part in parts:
+                    emit_call(self, part, ctx)
+                return
+        P, items = self.schedule(nodes)
         if P is not None:
             # every instruction works on its own partition row: run the whole body row by row, so a
             # row's intermediates stay in cache (same per-element computations, same bits)
@@ -391,7 +421,6 @@ class Emitter:
                 finally:
                     self.row = None
             return
-        items = plan(list(nodes), self.root) if self.vectorize else list(nodes)
         for n in items:
             if isinstance(n, list):
                 emit_run(self, n, ctx, self.reads)
@@ -446,13 +475,17 @@ class Emitter:
         b.br(done)
         b.block(done)
 
-    def _begin_function(self, private: set) -> dict:
-        """Fresh per-function state and the entry code every function shares: MXCSR pinned, the
-        status words read, buffer pointers (private buffers in the thread's own arena)."""
+    def _begin_function(self, private: set, pin_mxcsr: bool = True) -> dict:
+        """Fresh per-function state and the entry code every function shares: MXCSR pinned (not in
+        parts.py's functions, which only the pinned ones call), the status words read. Buffer pointers
+        (private buffers in the thread's own arena) are made in the entry block on first use, so a
+        function costs nothing for the buffers it does not touch."""
         self.b = b = FnBuilder()
-        self.ptrs, self.allocas = {}, []
+        self.ptrs, self.allocas, self.ptr_lines = {}, [], []
+        self.private = private
         self.row = self.row_value = None
-        if self.x86:
+        self.pin_mxcsr = pin_mxcsr and self.x86
+        if self.pin_mxcsr:
             self.declare("declare void @llvm.x86.sse.stmxcsr(ptr)")
             self.declare("declare void @llvm.x86.sse.ldmxcsr(ptr)")
             b.emit("%mxcsr.saved = alloca i32, align 4")
@@ -468,23 +501,22 @@ class Emitter:
         own = b.op(f"icmp ne i64 {words['parena']}, 0")
         pa = b.op(f"inttoptr i64 {words['parena']} to ptr")
         b.emit(f"%parena = select i1 {own}, ptr {pa}, ptr %arena")
-        for k, name in enumerate(self.arg_buffers):
-            p = b.op(f"getelementptr inbounds ptr, ptr %args, i64 {k}")
-            self.ptrs[name] = b.op(f"load ptr, ptr {p}, align 8", "buf")
-        for name, off in self.offsets.items():
-            base = "%parena" if name in private else "%arena"
-            self.ptrs[name] = b.op(f"getelementptr inbounds i8, ptr {base}, i64 {off}", "buf")
+        self.ptr_at = len(b.lines)
+        b.lines.append("")                        # the buffer pointers this function uses (base_ptr)
         self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
         self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
         self.dispatch_word = words["dispatch"]
         return words
 
-    def _end_function(self, name: str, args_noalias: bool) -> str:
+    def _end_function(self, name: str, args_noalias: bool, params: str = "", linkage: str = "",
+                      attrs: str = "") -> str:
         b = self.b
-        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.x86 else ""
+        b.lines[self.ptr_at] = "\n".join(self.ptr_lines)
+        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.pin_mxcsr else ""
         body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
         na = "noalias " if args_noalias else ""
-        text = [f"define i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, ptr %print_cb) {{",
+        text = [f"define {linkage}i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, "
+                f"ptr %print_cb{params}){attrs} {{",
                 body,
                 restore + "  ret i32 0",
                 "fail_exit:",
@@ -554,6 +586,7 @@ class Emitter:
                 continue
             text.append(self._region_function(k, loop))
             trips.append(loop.trip)
+        text += self.part_texts
         text += sorted(self.declares)
         text += list(self.functions.values())
         return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),
@@ -568,6 +601,15 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
     """Bytes of per-instruction scratch (fp32 matmul accumulators, two-phase temporaries)."""
     from .rules_common import scratch_bytes
     return scratch_bytes(kernel, instr)
+
+
+def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], int]:
+    """(argument buffers, arena bytes) that `generate(kernel, debug)` produces, without emitting code
+    (the disk cache checks a stored entry's metadata against them)."""
+    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    from .forward import prepare
+    em = Emitter(prepare(kernel)[0], debug)
+    return em.arg_buffers, em.arena_bytes
 
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:

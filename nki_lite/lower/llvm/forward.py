@@ -60,6 +60,8 @@ def _always_true(mask: Mask, instr: ir.Instr, loops: dict) -> bool:
 def drop_true_masks(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
     grid = {f"pid{g}": n for g, n in enumerate(kernel.grid or ())}
 
+    changed = []           # (not `body == kernel.body`: comparing deep loop nests recurses per level)
+
     def visit(nodes, loops):
         out = []
         for n in nodes:
@@ -67,12 +69,13 @@ def drop_true_masks(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
                 out.append(replace(n, body=tuple(visit(n.body, {**loops, n.var: n.trip}))))
             elif n.mask is not None and _always_true(n.mask, n, loops):
                 out.append(_replaced(origin, n, replace(n, mask=None)))
+                changed.append(n)
             else:
                 out.append(n)
         return out
 
     body = tuple(visit(kernel.body, grid))
-    return kernel if body == kernel.body else replace(kernel, body=body)
+    return replace(kernel, body=body) if changed else kernel
 
 
 # ---------------------------------------------------------------- load forwarding
@@ -113,12 +116,16 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
 
     def visit(nodes):
         nodes = [replace(n, body=tuple(visit(n.body))) if isinstance(n, ir.Loop) else n for n in nodes]
+        readers: dict[str, list[int]] = {}        # buffer -> instructions of this body reading it, in order
+        for j, m in enumerate(nodes):
+            if isinstance(m, ir.Instr):
+                for b in dict.fromkeys(o.buffer for o in m.ins if isinstance(o, ir.Access)):
+                    readers.setdefault(b, []).append(j)
         for i, n in enumerate(nodes):
             if not forwardable(n):
                 continue
             t = n.out.buffer
-            users = [j for j in range(i + 1, len(nodes)) if isinstance(nodes[j], ir.Instr)
-                     and any(isinstance(o, ir.Access) and o.buffer == t for o in nodes[j].ins)]
+            users = [j for j in readers.get(t, ()) if j > i]
             uses = [o for j in users for o in nodes[j].ins if isinstance(o, ir.Access) and o.buffer == t]
             if (len(uses) != reads.get(t, 0) or any(nodes[j].op not in _READERS for j in users)
                     or not all(_static_inbounds(o, bufs[t].shape) for o in uses)):
@@ -128,10 +135,12 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
                 ins = tuple(_compose(o, n) if isinstance(o, ir.Access) and o.buffer == t else o for o in m.ins)
                 nodes[j] = _replaced(origin, m, replace(m, ins=ins))
             nodes[i] = _replaced(origin, n, replace(n, attrs=n.attrs + (("forwarded", True),)))
+            changed.append(n)
         return nodes
 
+    changed = []
     body = tuple(visit(list(kernel.body)))
-    return kernel if body == kernel.body else replace(kernel, body=body)
+    return replace(kernel, body=body) if changed else kernel
 
 
 def _static_inbounds(read: ir.Access, shape: tuple) -> bool:

@@ -102,18 +102,28 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
     members = [n for n in run if n.op != "alloc"]
     for a in allocs:
         OPS["alloc"].rules["llvm"](em, a, ctx)
-    in_run = Counter(o.buffer for m in members for o in m.ins if isinstance(o, ir.Access))
+    # per-run facts gathered in one pass (each member is looked at a bounded number of times: the
+    # compile time of a run is linear in its length)
+    in_run: Counter = Counter()
+    first_read: dict = {}                                  # buffer -> first member that reads it
+    for k, m in enumerate(members):
+        for o in m.ins:
+            if isinstance(o, ir.Access):
+                in_run[o.buffer] += 1
+                first_read.setdefault(o.buffer, k)
+    writes = Counter(m.out.buffer for m in members)
+    last_write = {m.out: k for k, m in enumerate(members)}   # output access -> last member writing it
+
     def read_first(k: int) -> bool:
         """Member k's output buffer is read by member k itself or an earlier member: that read sees
         the value from before the run (e.g. `acc += x` carried across loop iterations), so the
         buffer is live after the run too."""
-        buf = members[k].out.buffer
-        return any(isinstance(o, ir.Access) and o.buffer == buf for m in members[:k + 1] for o in m.ins)
+        return first_read.get(members[k].out.buffer, len(members)) <= k
 
     elided = {m.out.buffer for k, m in enumerate(members[:-1])
               if em.bufs[m.out.buffer].kind == "local" and em.bufs[m.out.buffer].space != ir.Space.HBM
               and reads[m.out.buffer] == in_run[m.out.buffer] and m.out == ir.Access.full(em.bufs[m.out.buffer])
-              and sum(1 for x in members if x.out.buffer == m.out.buffer) == 1 and not read_first(k)}
+              and writes[m.out.buffer] == 1 and not read_first(k)}
     items = []
     for m in members:                                      # the rules hand over their value functions
         em.capturing = []
@@ -132,7 +142,7 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
            and (mask is None or vax not in mask.vars()))
 
     # a member whose element a later member overwrites in place needs no store of its own
-    overwritten = {k for k, m in enumerate(members) if any(x.out == m.out for x in members[k + 1:])}
+    overwritten = {k for k, m in enumerate(members) if last_write[m.out] > k}
 
     def body(env):
         em.fused = {}

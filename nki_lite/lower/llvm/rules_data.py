@@ -43,9 +43,19 @@ def _alloc(em, instr, ctx):
     ty = em.storage(buf.name)
     val = uninit_bits(buf.dtype)
     base = em.base_ptr(buf.name)
-    with em.b.loop(buf.size, "f") as i:
-        q = em.b.op(f"getelementptr inbounds {ty}, ptr {base}, i64 {i}")
-        em.b.emit(f"store {ty} {val}, ptr {q}, align {D.itemsize(buf.dtype)}")
+    # one shared fill function per storage type: a kernel with thousands of tiles would otherwise
+    # give LLVM thousands of fill loops to optimise
+    fn = em.use(_fill_function(ty, D.itemsize(buf.dtype)))
+    em.b.emit(f"call void @{fn}(ptr {base}, i64 {buf.size}, {ty} {val})")
+
+
+def _fill_function(ty: str, align: int) -> tuple[str, str]:
+    name = f"nkl_fill_{ty}"
+    return name, "\n".join([
+        f"define internal void @{name}(ptr %p, i64 %n, {ty} %v) noinline {{", "entry:", "  br label %h", "h:",
+        "  %i = phi i64 [ 0, %entry ], [ %i1, %b ]", "  %c = icmp slt i64 %i, %n", "  br i1 %c, label %b, label %x",
+        "b:", f"  %q = getelementptr inbounds {ty}, ptr %p, i64 %i", f"  store {ty} %v, ptr %q, align {align}",
+        "  %i1 = add nsw i64 %i, 1", "  br label %h", "x:", "  ret void", "}"])
 
 
 def _move(em, instr, ctx, src: ir.Access):

@@ -1,0 +1,117 @@
+"""Live ranges of on-chip tiles, so that memory of dead tiles can be freed (interpreter) or reused
+(the JIT's arena). A kernel of 10^5 unrolled ops has 10^5 temporaries; holding all of them at once
+costs 10^5 tiles of memory.
+
+Contract: `live_ranges(kernel, units=None) -> Liveness`.
+- Positions number the *units* of the kernel body in program order. By default a unit is one
+  instruction; `units(nodes)` may group the items of a body differently — it returns, for the body
+  `nodes`, a list whose items are `ir.Loop`s (descended into) or lists of instructions that count as
+  one position (the JIT passes its schedule: a fused run, or a whole row-major body, executes its
+  instructions interleaved, so only whole units are ordered).
+- A buffer is *tracked* when it is an on-chip (SBUF/PSUM) root buffer with no views whose first
+  touch (any access as output or operand) is one of its `alloc`s. Only tracked buffers appear.
+- `ranges[name] = (first, last)`: the buffer's value is needed at no position outside
+  [first, last]. A range that would cross a loop's boundary is widened to the whole loop (a value
+  that lives across the back edge is live in every iteration): concretely, with L the innermost
+  loop containing the first and the last touch, each end that lies inside a loop nested in L is
+  moved to that nested loop's end. Two tracked buffers whose ranges do not intersect are never
+  needed at the same time, in any iteration.
+- `free_after[id(node)]`: names of tracked buffers that are dead once `node` (an instruction or a
+  Loop, in the body where it sits) has finished; the next touch of such a buffer, if any, is its
+  `alloc` in a later iteration. A node object that occurs twice in the body is never a free point.
+Linear in the number of instructions (plus the loop nesting depth per buffer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ir
+
+
+class _Scope:
+    """A loop's span of positions (the kernel body is the root scope)."""
+    __slots__ = ("parent", "depth", "start", "end", "node")
+
+    def __init__(self, parent, node, start):
+        self.parent, self.node, self.start, self.end = parent, node, start, start - 1
+        self.depth = 0 if parent is None else parent.depth + 1
+
+
+@dataclass
+class Liveness:
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    free_after: dict[int, list[str]] = field(default_factory=dict)
+    positions: int = 0
+
+
+def _default_units(nodes) -> list:
+    return [n if isinstance(n, ir.Loop) else [n] for n in nodes]
+
+
+def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
+    units = units or _default_units
+    bufs = kernel.buffer_map
+    viewed = {b.base for b in kernel.buffers if b.base}
+    candidate = {b.name for b in kernel.buffers
+                 if b.space != ir.Space.HBM and b.base is None and b.name not in viewed}
+    first: dict[str, tuple] = {}          # name -> (position, scope, was it an alloc)
+    last: dict[str, tuple] = {}           # name -> (position, scope, id of the unit's last instruction)
+    seen: set[int] = set()
+    twice: set[int] = set()
+    pos = 0
+
+    def touch(name, p, scope, node_id, is_alloc):
+        if name not in candidate:
+            return
+        if name not in first:
+            first[name] = (p, scope, is_alloc)
+        last[name] = (p, scope, node_id)
+
+    def visit(nodes, scope):
+        nonlocal pos
+        for item in units(nodes):
+            if isinstance(item, ir.Loop):
+                inner = _Scope(scope, item, pos)
+                _note(item)
+                visit(item.body, inner)
+                inner.end = pos - 1
+                continue
+            for ins in item:
+                _note(ins)
+            tail = id(item[-1]) if item else None
+            for ins in item:
+                for o in ins.outs:
+                    touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, ins.op == "alloc")
+                for o in ins.ins:
+                    if isinstance(o, ir.Access):
+                        touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, False)
+            pos += 1
+
+    def _note(node):
+        k = id(node)
+        (twice if k in seen else seen).add(k)
+
+    visit(kernel.body, _Scope(None, None, 0))
+    out = Liveness(positions=pos)
+    for name, (f, fs, was_alloc) in first.items():
+        if not was_alloc:
+            continue                              # read before any alloc: not tracked (never freed)
+        l, ls, tail = last[name]
+        a, b = fs, ls                             # the innermost scope holding both touches
+        while a.depth > b.depth:
+            a = a.parent
+        while b.depth > a.depth:
+            b = b.parent
+        while a is not b:
+            a, b = a.parent, b.parent
+        lca = a
+        start, s = f, fs
+        while s is not lca:                       # the loop nested in lca that holds the first touch
+            start, s = s.start, s.parent
+        end, e, free = l, ls, tail
+        while e is not lca:
+            end, free, e = e.end, id(e.node), e.parent
+        out.ranges[name] = (start, end)
+        if free is not None and free not in twice:
+            out.free_after.setdefault(free, []).append(name)
+    return out

@@ -51,6 +51,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
          "~/.cache/nki_lite); created 0700, refused if group/world-writable or owned by another user"),
     Knob("NKI_LITE_CACHE_MAX_MB", "512", None, "size bound of the disk cache directory: the least recently "
          "used entries are deleted beyond it (0: unbounded)", int),
+    Knob("NKI_LITE_STRICT_CAPACITY", "0", None, "SBUF/PSUM over capacity is an error (NL-E401/402) instead of a "
+         "CapacityWarning (NL-W401) for automatically allocated kernels", _bool),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
          "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),

@@ -90,7 +90,8 @@ def check_shape(shape, loc: Loc) -> tuple[tuple[int, ...], int]:
 
 
 def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Space, base: str, loc: Loc,
-               *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "") -> ir.Buffer:
+               *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "",
+               direct: bool = False) -> ir.Buffer:
     if space != ir.Space.HBM:
         if len(shape) < 2:
             raise errors.make("rank", f"on-chip tile of shape {shape} has insufficient rank: SBUF/PSUM tiles are at "
@@ -103,7 +104,8 @@ def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Spa
     buf = tracer.add_buffer(ir.Buffer(tracer.fresh(base), space, shape, dtype, kind, par_axis, loc=loc,
                                       hbm_kind=hbm_kind))
     if space != ir.Space.HBM:
-        instr = ir.Instr("alloc", (ir.Access.full(buf),), (), (), None, loc)
+        # direct=True: placed by an nki.compiler allocator (the capacity rule then raises, not warns)
+        instr = ir.Instr("alloc", (ir.Access.full(buf),), (), (("direct", True),) if direct else (), None, loc)
         (tracer.emit_raw if raw else tracer.emit)(instr)
     return buf
 
@@ -128,7 +130,8 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
         raise errors.make("memory_space", "shared_hbm tensors can only be created at the kernel's top level, "
                           "not inside a loop", loc=loc, hint="create the output before the loop")
     buf = new_buffer(tr, dims, dt, sp.space, name or ("hbm" if sp.space == ir.Space.HBM else sp.name[0] + "t"),
-                     loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "")
+                     loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "",
+                     direct=bool(getattr(buffer, "direct", False)))
     return Tile(tr, ir.Access.full(buf), dt)
 
 
@@ -142,7 +145,8 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     tr = current()
     dims, par_axis = check_shape(shape, loc)
     dt = resolve_dtype(dtype, loc)
-    buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis)
+    buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis,
+                     direct=bool(getattr(buffer, "direct", False)))
     acc = ir.Access.full(buf)
     tr.emit(ir.Instr("memset", (acc,), (ir.Imm(value, D.scalar_dtype(value)),), attrs(engine="vector"), None, loc))
     return Tile(tr, acc, dt)

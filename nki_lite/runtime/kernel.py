@@ -23,6 +23,7 @@ import numpy as np
 from .. import config, errors
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
+from ..lang.tracer import active as _tracer_active
 from ..lower import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
@@ -32,7 +33,8 @@ from .interpreter import fill_uninit
 log = logging.getLogger("nki_lite")
 
 _LEGACY_MODES = {"auto": "auto", "simulation": "interpret", "baremetal": "auto", "benchmark": "auto",
-                 "interpret": "interpret", "jit": "jit", None: None}
+                 "interpret": "interpret", "jit": "jit", None: None,
+                 "trace": "auto"}    # legacy helpers traced into the calling kernel (see __call__)
 TARGETS = ("trn1", "trn2", "trn3")
 _TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 
@@ -151,7 +153,8 @@ class Kernel:
         for name, v in bound.arguments.items():
             spec = arg_spec(v)
             parts.append((name, ("tensor",) + spec) if spec is not None else (name, _const_key(v)))
-        return (self.grid, target, tuple(parts))
+        # the strict-capacity knob changes what verification raises: a cached trace must not hide it
+        return (self.grid, target, tuple(parts), config.get("NKI_LITE_STRICT_CAPACITY"))
 
     def trace(self, *args, target: str | None = None, **kwargs) -> ir.Kernel:
         bound = self.bind(args, kwargs)
@@ -182,6 +185,11 @@ class Kernel:
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
+        if _tracer_active() is not None:
+            # called inside a kernel being traced (a legacy @nki.jit(mode="trace") / @nki.trace helper,
+            # or another kernel): NKI traces its body into the caller, so it runs inline on the
+            # caller's tiles and tensors
+            return self.fn(*args, **kwargs)
         only_out = len(kwargs) == 1 and "out" in kwargs and "out" not in self.signature.parameters
         if (not kwargs or only_out) and mode is None and target is None:
             outs = _as_tuple(kwargs["out"]) if only_out else None
@@ -390,7 +398,7 @@ class Kernel:
 
 
 _STAMP_KNOBS = ("NKI_LITE_MODE", "NKI_LITE_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_LITE_DEBUG",
-                "NKI_LITE_JIT_OPT")
+                "NKI_LITE_JIT_OPT", "NKI_LITE_STRICT_CAPACITY")
 
 
 _ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
@@ -450,6 +458,13 @@ def jit(func=None, *, mode: str | None = None, target: str | None = None, platfo
     if func is not None and callable(func):
         return wrap(func)
     return wrap
+
+
+def trace_decorator(func=None, **options):
+    """Legacy `nki.trace` (`from neuronxcc.nki import trace`): @nki.jit(mode="trace") — a function that
+    runs as a kernel when called with arrays and is traced into the caller inside a kernel."""
+    options.pop("mode", None)
+    return jit(func, mode="trace", **options)
 
 
 def simulate_kernel(kernel, *args, **kwargs):

@@ -152,7 +152,9 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     return Tile(tr, acc, dt)
 
 
-def zeros(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+def zeros(shape, dtype, *, buffer=None, name: str = "", lazy_initialization: bool = False, **kwargs):
+    """nl.zeros. lazy_initialization=True (legacy) lets the compiler fold the zeroing into the first
+    matmul accumulation; the tile's value is zeros either way, so it is initialised here."""
     return _filled(shape, 0, dtype, buffer, name, "zeros")
 
 

@@ -258,3 +258,59 @@ def test_block_tensors_declared_over_sbuf_size_run(mode):
         k.trace(np.zeros((128, 1024 * 1024), np.float32), target="trn1")   # 1024 blocks: 4 MiB declared
         got = k(x, mode=mode)
     np.testing.assert_allclose(got, x * np.exp(-x), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ nisa.dma_copy
+
+def test_dma_copy_hbm_to_hbm_and_through_sbuf(mode):
+    @nki.jit
+    def k(a):
+        b = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        c = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=b, src=a)                                  # HBM -> HBM
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a, oob_mode=nisa.oob_mode.error)    # HBM -> SBUF
+        nisa.dma_copy(dst=c[:, 0:16], src=t[:, 16:32])               # SBUF -> HBM, views
+        nisa.dma_copy(dst=c[:, 16:32], src=t[:, 0:16])
+        return b, c
+    a = f32(64, 32)
+    b, c = k(a, mode=mode)
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(c, np.concatenate([a[:, 16:], a[:, :16]], axis=1))
+
+
+def test_dma_copy_shape_mismatch_and_rmw_are_errors():
+    @nki.jit
+    def k(a, rmw):
+        b = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        if rmw:
+            nisa.dma_copy(dst=b, src=a, dst_rmw_op=np.add)
+        else:
+            nisa.dma_copy(dst=b[:, 0:8], src=a)
+        return b
+    with pytest.raises(errors.ShapeError):
+        k(f32(8, 16), False)
+    with pytest.raises(errors.UnsupportedError, match="dst_rmw_op"):
+        k(f32(8, 16), True)
+
+
+# ------------------------------------------------------------------------------ numpy scalars, 0-d arrays
+
+@nki.jit
+def add_scalar(a, s):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(a), s))
+    return out
+
+
+@pytest.mark.parametrize("s", (np.float32(2.5), np.array(2.5, np.float32), np.array(-0.0)))
+def test_numpy_scalars_and_0d_arrays_are_trace_time_constants(mode, s):
+    a = f32(8, 4)
+    np.testing.assert_array_equal(add_scalar(a, s, mode=mode), a + np.float32(s))
+
+
+def test_signed_zero_constants_are_distinct_traces():
+    a = np.zeros((8, 4), np.float32)
+    neg = add_scalar(-a, np.float32(-0.0))
+    pos = add_scalar(-a, np.float32(0.0))
+    assert np.all(np.signbit(neg)) and not np.any(np.signbit(pos))

@@ -40,6 +40,10 @@ _TARGET_ALIASES = {"inf2": "trn1", "gen2": "trn1", "gen3": "trn2", "gen4": "trn3
 
 
 def _const_key(v):
+    if isinstance(v, np.generic):          # by bits: np.float32(0.0) and (-0.0) compare equal
+        return ("np", v.dtype.str, v.tobytes())
+    if isinstance(v, float):
+        return ("float", repr(v))
     if isinstance(v, np.dtype):            # numpy ignores metadata in ==/hash: keep tfloat32 distinct
         try:
             return ("dtype", D.name_of(v))
@@ -55,6 +59,8 @@ def _const_key(v):
 def _to_array(name: str, value, loc):
     if isinstance(value, type):          # dtype classes (np.float16, ml_dtypes.bfloat16) are constants
         return value
+    if isinstance(value, np.generic):    # numpy scalars (np.float32(x)) are trace-time constants like floats
+        return value
     if isinstance(value, (np.ndarray, TensorSpec)):
         arr = value
     elif hasattr(value, "__dlpack__") and hasattr(value, "device") and "cuda" in str(getattr(value, "device", "")):
@@ -63,6 +69,8 @@ def _to_array(name: str, value, loc):
         arr = np.asarray(value)
     else:
         return value
+    if isinstance(arr, np.ndarray) and arr.ndim == 0:
+        return arr[()]                     # a 0-d array is its scalar: a trace-time constant
     if isinstance(arr, np.ndarray):
         try:
             D.name_of(arr.dtype)
@@ -71,9 +79,6 @@ def _to_array(name: str, value, loc):
                     "cast with .astype(np.int32)" if arr.dtype.kind in "iu" else None)
             raise errors.make("argument", f"argument '{name}' has dtype {arr.dtype}, which NKI devices do not "
                               "support", loc=loc, hint=hint) from None
-        if arr.ndim == 0:
-            raise errors.make("argument", f"argument '{name}' is a 0-d array; pass a Python scalar for a "
-                              "trace-time constant or a 1-element array", loc=loc)
     return arr
 
 
@@ -429,7 +434,11 @@ def _outs_key(outs: tuple | None):
 
 def _fast_key(a):
     if isinstance(a, np.ndarray):
+        if a.ndim == 0:
+            raise TypeError("a 0-d array is a constant: keyed by value on the general path")
         return (a.shape, a.dtype, a.strides)
+    if isinstance(a, (np.generic, float)):
+        return _const_key(a)                       # by bits: -0.0 and 0.0 are different constants
     if isinstance(a, np.dtype):
         return _const_key(a)                       # keeps tfloat32 apart from float32
     hash(a)                                        # raises TypeError for unhashable constants

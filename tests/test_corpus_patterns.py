@@ -314,3 +314,30 @@ def test_signed_zero_constants_are_distinct_traces():
     neg = add_scalar(-a, np.float32(-0.0))
     pos = add_scalar(-a, np.float32(0.0))
     assert np.all(np.signbit(neg)) and not np.any(np.signbit(pos))
+
+
+# ------------------------------------------------------------------------------ i % n of a loop variable
+
+def test_remainder_of_a_loop_variable_is_accepted_as_a_pe_tiling_hint(mode):
+    @nki.jit
+    def k(g, h):
+        out = nl.ndarray((4, 64, 128), nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            r = nisa.nc_matmul(nl.load(g[i]), nl.load(h[i]), tile_position=((i % 2) * 64, 0), tile_size=(64, 64))
+            nl.store(out[i], value=nl.copy(r))
+        return out
+    g, h = f32(4, 64, 64), f32(4, 64, 128)
+    want = np.einsum("bkm,bkn->bmn", g.astype(np.float64), h.astype(np.float64))
+    np.testing.assert_allclose(k(g, h, mode=mode), want, rtol=1e-5, atol=1e-5)
+
+
+def test_remainder_of_a_loop_variable_as_an_index_is_an_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            nl.store(out[i % 2], value=nl.load(a[i]))  # MARK-MOD
+        return out
+    with pytest.raises(errors.KernelSyntaxError, match="remainder") as ei:
+        k(f32(4, 8))
+    assert f"test_corpus_patterns.py:{line_of('MARK-MOD')}" in str(ei.value)

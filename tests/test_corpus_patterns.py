@@ -341,3 +341,30 @@ def test_remainder_of_a_loop_variable_as_an_index_is_an_error():
     with pytest.raises(errors.KernelSyntaxError, match="remainder") as ei:
         k(f32(4, 8))
     assert f"test_corpus_patterns.py:{line_of('MARK-MOD')}" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------ nki.trace kernels: outputs passed in
+
+@nki.trace
+def transpose_into(a, out):
+    """Legacy trace-style kernel: no return, the output is a parameter it writes."""
+    nl.store(out, value=nl.transpose(nl.load(a)))
+
+
+def test_trace_kernel_writes_its_output_parameter(mode):
+    a = f32(32, 16)
+    a_before = a.copy()
+    out = np.zeros((16, 32), np.float32)
+    assert transpose_into(a, out, mode=mode) is None
+    np.testing.assert_array_equal(out, a_before.T)
+    a.setflags(write=False)                              # the unwritten parameter stays a read-only input
+    transpose_into(a, out, mode=mode)
+    np.testing.assert_array_equal(a, a_before)
+
+
+def test_jit_kernel_writing_a_parameter_is_still_an_error():
+    @nki.jit
+    def k(a, out):
+        nl.store(out, value=nl.load(a))
+    with pytest.raises(errors.ImmutableParameterError):
+        k(f32(8, 8), np.zeros((8, 8), np.float32))

@@ -40,7 +40,10 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
     return None
 
 
-def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
+def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
+          outputs_in_params: bool = False) -> ir.Kernel:
+    """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
+    parameter it writes is an output (written back into the caller's array), the rest stay read-only."""
     loc = fn_loc(fn)
     tr = Tracer(fn.__name__, grid, target)
     tr.broken_loop = None
@@ -54,7 +57,7 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 call_args[name] = value
                 continue
             shape, dt = spec
-            mutable = is_mutable_annotation(param.annotation)
+            mutable = is_mutable_annotation(param.annotation) or outputs_in_params
             buf = tr.add_buffer(ir.Buffer(name, ir.Space.HBM, shape, dt, "input", mutable=mutable, loc=loc))
             tr.params.append(name)
             call_args[name] = Tile(tr, ir.Access.full(buf), dt)
@@ -89,6 +92,13 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
                                   "whole tensor", loc=loc)
             outputs.append(v.name)
+        if outputs_in_params:
+            written = _written_buffers(tr.stack[0].nodes, tr.buffers)
+            for name in tr.params:
+                if name in written and name not in outputs:
+                    outputs.append(name)
+                elif name not in written and not is_mutable_annotation(sig.parameters[name].annotation):
+                    tr.buffers[name] = replace(tr.buffers[name], mutable=False)
         for name in tr.params:
             b = tr.buffers[name]
             if b.mutable and name not in outputs:
@@ -99,3 +109,18 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
             if b.kind == "local":
                 tr.buffers[name] = replace(b, kind="output")
         return tr.freeze(tuple(outputs), kind, loc)
+
+
+def _written_buffers(nodes, buffers) -> set[str]:
+    """Root buffers (views resolved) that any instruction in `nodes` writes."""
+    out: set[str] = set()
+    for n in nodes:
+        if isinstance(n, ir.Loop):
+            out |= _written_buffers(n.body, buffers)
+            continue
+        for a in n.outs:
+            name, seen = a.buffer, 0
+            while buffers[name].base is not None and seen < 64:
+                name, seen = buffers[name].base, seen + 1
+            out.add(name)
+    return out

@@ -94,6 +94,7 @@ class Kernel:
                                   loc=fn_loc(fn), hint="call the kernel with numpy arrays")
             raise errors.make("argument", f"unknown mode={mode!r}; use 'interpret' or 'jit'", loc=fn_loc(fn))
         self.mode = _LEGACY_MODES[mode]
+        self.outputs_in_params = mode == "trace"    # legacy nki.trace kernels write tensors passed in
         self.target = _TARGET_ALIASES.get(target, target)
         if self.target is not None and self.target not in TARGETS:
             raise errors.make("argument", f"unknown target {target!r}; use one of {TARGETS}", loc=fn_loc(fn))
@@ -174,7 +175,8 @@ class Kernel:
                 self.stats["hits"] += 1
                 return hit
         self.stats["misses"] += 1
-        kernel = run_default(trace(self.fn, bound, self.grid, target))
+        kernel = run_default(trace(self.fn, bound, self.grid, target,
+                                   outputs_in_params=getattr(self, "outputs_in_params", False)))
         verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,

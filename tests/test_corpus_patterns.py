@@ -368,3 +368,33 @@ def test_jit_kernel_writing_a_parameter_is_still_an_error():
         nl.store(out, value=nl.load(a))
     with pytest.raises(errors.ImmutableParameterError):
         k(f32(8, 8), np.zeros((8, 8), np.float32))
+
+
+# ------------------------------------------------------------------------------ return inside affine_range
+
+@nki.jit
+def exp_returning_inside_loop(a):
+    """As two documented legacy examples do: `return out` as the last statement of the loop body."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for p in nl.affine_range(a.shape[0] // 128):
+        for q in nl.affine_range(1):
+            t = nl.load(a[p * 128 + nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]])
+            nl.store(out[p * 128 + nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]], value=nl.exp(t))
+            return out
+
+
+def test_return_at_the_end_of_a_loop_body_returns_after_the_loop(mode):
+    a = RNG.random((384, 16)).astype(np.float32)
+    np.testing.assert_allclose(exp_returning_inside_loop(a, mode=mode), np.exp(a), rtol=2e-6)
+
+
+def test_break_inside_affine_range_is_still_an_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for p in nl.affine_range(2):
+            nl.store(out, value=nl.load(a))
+            break
+        return out
+    with pytest.raises(errors.KernelSyntaxError, match="NL-E808"):
+        k(f32(8, 8))

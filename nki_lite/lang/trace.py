@@ -74,7 +74,7 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
                 args.append(value)
         result = fn(*args, **kwargs)
         if tr.broken_loop is not None:
-            raise errors.make("bad_loop", "break/return inside nl.affine_range or nl.sequential_range: the loop "
+            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: the loop "
                               "body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
         if result is None:

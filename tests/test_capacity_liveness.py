@@ -1,8 +1,8 @@
 """Capacity by liveness (lower/liveness.py, verify_memory.check_capacity) and the PSUM one-bank tile rule.
 
 Block-dimension tensors cost the blocks live at the same time; over-capacity in an automatically
-allocated kernel is a CapacityWarning (NL-W401), an error only for one tile larger than a partition,
-for direct allocation (nki.compiler allocators) and under NKI_LITE_STRICT_CAPACITY=1.
+allocated kernel is a CapacityWarning (NL-W401), an error only for one tile larger than a partition
+and under NKI_LITE_STRICT_CAPACITY=1 (direct allocation warns too: its addresses are not honoured).
 """
 import warnings
 
@@ -156,17 +156,20 @@ def test_just_fitting_tile_is_legal():
     no_capacity_warning(k.trace, spec((128, 45056)), target="trn1")
 
 
-def test_direct_allocation_over_capacity_is_an_error():
+def test_direct_allocation_over_capacity_warns_that_addresses_are_not_honoured():
+    # not an error: nki_lite ignores the addresses, and kernels that reuse them (nki-samples'
+    # allocated kernels) fit on the chip while the automatic-allocation count does not
     @nki.jit
     def k(a):
         out = nl.ndarray((128, 8192), a.dtype, buffer=nl.shared_hbm)
         st = nl.ndarray((6, nl.par_dim(128), 8192), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         for j in nl.affine_range(6):
             st[j, :, :] = nl.load(a[:, j * 8192:(j + 1) * 8192])
-        acc = nl.add(st[0, :, :], st[5, :, :])  # MARK-DIRECT
+        acc = nl.add(st[0, :, :], st[5, :, :])
         nl.store(out, value=acc)
         return out
-    expect(k, (spec((128, 6 * 8192)),), errors.MemoryCapacityError, "sbuf_capacity", "MARK-DIRECT", "trn1")
+    with pytest.warns(CapacityWarning, match="allocates this memory itself"):
+        k.trace(spec((128, 6 * 8192)), target="trn1")
 
 
 def test_auto_alloc_allocator_is_automatic():
@@ -178,7 +181,7 @@ def test_auto_alloc_allocator_is_automatic():
             st[j, :, :] = nl.load(a[:, j * 8192:(j + 1) * 8192])
         nl.store(out, value=nl.add(st[0, :, :], st[5, :, :]))
         return out
-    with pytest.warns(CapacityWarning):
+    with pytest.warns(CapacityWarning, match="hardware compiler would spill"):
         k.trace(spec((128, 6 * 8192)), target="trn1")
 
 

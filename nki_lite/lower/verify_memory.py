@@ -11,8 +11,9 @@ blocks live at the same time; PSUM rounded up to whole 2 KiB banks). Where the p
 points exceeds target.sbuf_partition_bytes / psum_partition_bytes: an automatically allocated kernel
 gets a CapacityWarning [NL-W401] at the peak's line (what is over, by how much, which tiles: the
 hardware compiler would spill); an error only where one tile alone is larger than a partition's
-SBUF/PSUM, where the kernel allocates that memory itself (nki.compiler .alloc / .mod_alloc), or
-under NKI_LITE_STRICT_CAPACITY=1.
+SBUF/PSUM, or under NKI_LITE_STRICT_CAPACITY=1. Kernels that allocate memory themselves
+(nki.compiler .alloc / .mod_alloc) get the warning too, saying so: their addresses are not honoured
+yet, so the automatic-allocation count can overestimate what they use.
 Rule 4 for every PSUM tile (check_psum_tiles): where target.psum_tile_in_one_bank, one PSUM tile (one
 block of a block-dimension tensor) holds at most one 2 KiB bank per partition (legacy
 nl.tile_size.psum_fmax = 512 fp32, "maximum free dimension of a tile on PSUM buffer").
@@ -175,11 +176,19 @@ def check_capacity(ctx: Ctx) -> None:
                 if space == Space.PSUM else
                 "allocate tiles inside the loop that uses them (one iteration live at a time), shrink the "
                 "tiles, or use a narrower dtype")
-        if strict or _direct(ctx, space):
+        if strict:
             raise errors.make(code, msg, loc=site.loc, notes=tuple(lines), hint=hint)
-        _warn(site.loc, f"[NL-W401 capacity_spill] {msg}, {peak - cap} bytes over; the hardware compiler "
-                        f"would spill to HBM (nki_lite runs the kernel; NKI_LITE_STRICT_CAPACITY=1 makes this "
-                        f"an error)\n" + "\n".join(lines) + f"\nhint: {hint}")
+        if _direct(ctx, space):
+            # the kernel places these tiles itself (nki.compiler .alloc/.mod_alloc), reusing addresses
+            # nki_lite does not model yet: the automatic-allocation count above overestimates, so an
+            # error here would reject kernels that run (nki-samples' allocated_fused_linear does)
+            why = ("the kernel allocates this memory itself and nki_lite does not honour the addresses yet, so "
+                   "this automatic-allocation estimate may overcount")
+        else:
+            why = "the hardware compiler would spill to HBM"
+        _warn(site.loc, f"[NL-W401 capacity_spill] {msg}, {peak - cap} bytes over; {why} (nki_lite runs the "
+                        f"kernel; NKI_LITE_STRICT_CAPACITY=1 makes this an error)\n" + "\n".join(lines)
+                        + f"\nhint: {hint}")
 
 
 def _warn(loc, msg: str) -> None:

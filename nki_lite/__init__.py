@@ -19,6 +19,7 @@ from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: F401
 
 from . import compiler  # noqa: E402,F401
 from .runtime.kernel import baremetal  # noqa: E402,F401
+from .runtime.kernel import trace_decorator as trace  # noqa: E402,F401  (legacy nki.trace)
 
 kernel = jit
 __version__ = "0.1.0"

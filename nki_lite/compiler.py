@@ -29,6 +29,11 @@ class Allocator:
     def __call__(self, *args, **kwargs):   # alloc(func) style allocators are called with indices
         return self
 
+    @property
+    def direct(self) -> bool:
+        """The kernel places the tiles itself (alloc / mod_alloc): capacity overflows are errors."""
+        return self.kind != "auto_alloc"
+
 
 class _Memory:
     def __init__(self, space):

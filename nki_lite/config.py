@@ -65,6 +65,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("NKI_LITE_MAX_ALLOC_BYTES", "0", None, "largest host allocation (bytes) of one tensor, tile or JIT arena; "
          "beyond it a kernel fails with NL-E403 at the line that creates the tensor (0: 3/4 of physical memory)",
          int),
+
+    Knob("NKI_LITE_STRICT_CAPACITY", "0", None, "SBUF/PSUM over capacity is an error (NL-E401/402) instead of a "
+         "CapacityWarning (NL-W401) for automatically allocated kernels", _bool),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
          "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),

@@ -200,6 +200,15 @@ _TABLE = [
      "call it as its signature says (docs/api_keywords.md)"),
 ]
 
+# warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)
+WARNINGS = [
+    ("NL-W401", "capacity_spill", "CapacityWarning",
+     "live SBUF/PSUM tiles of an automatically allocated kernel exceed capacity: the hardware compiler would "
+     "spill; nki_lite runs the kernel",
+     "allocate tiles inside the loops that use them, shrink them, or set NKI_LITE_STRICT_CAPACITY=1 to make "
+     "it an error"),
+]
+
 ERRORS: dict[str, ErrorCode] = {name: ErrorCode(code, name, cls, summary, hint)
                                 for code, name, cls, summary, hint in _TABLE}
 
@@ -221,6 +230,10 @@ def render_docs() -> str:
                           and b not in (Exception, BaseException, object))
         lines += [f"## {spec.code}", "", f"**{spec.name}** — `{spec.cls.__name__}` (also `{bases}`)", "",
                   spec.summary[0].upper() + spec.summary[1:] + ".", "", f"Fix: {spec.hint}.", ""]
+    lines += ["# Warnings", ""]
+    for code, name, cls, summary, hint in WARNINGS:
+        lines += [f"## {code}", "", f"**{name}** — `{cls}` (a `UserWarning`)", "",
+                  summary[0].upper() + summary[1:] + ".", "", f"Fix: {hint}.", ""]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from .lang.ops_math import (abs, add, all, arctan, bitwise_and, bitwise_or, bitw
                             max, maximum, mean, min, minimum, mish, mod, multiply, negative, not_equal, power, prod,
                             reciprocal, relu, right_shift, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square,
                             subtract, sum, tan, tanh, transpose, var, where)
+from .lang.ops_legacy import loop_reduce  # noqa: F401
 from .lang.ops_memory import (load, load_transpose2d, shared_constant, shared_identity_matrix,  # noqa: F401
                               static_cast, store)
 from .lang.ranges import nc, spmd_dim, affine_range, num_programs, program_id, program_ndim, sequential_range, static_range  # noqa: F401,E501

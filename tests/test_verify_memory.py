@@ -20,6 +20,12 @@ BIG = (128, 16384)      # 64 KiB per partition in fp32
 expect = _expect
 
 
+@pytest.fixture
+def strict(monkeypatch):
+    """Over-capacity is a warning for automatically allocated kernels; these tests check the error."""
+    monkeypatch.setenv("NKI_LITE_STRICT_CAPACITY", "1")
+
+
 # ------------------------------------------------------------------------------ rule 5: SBUF
 
 @nki.jit
@@ -34,7 +40,7 @@ def three_live(a, b, c):
     return out
 
 
-def test_sbuf_over_capacity_on_trn1_lists_live_tiles():
+def test_sbuf_over_capacity_on_trn1_lists_live_tiles(strict):
     e = expect(three_live, (spec(BIG),) * 3, errors.MemoryCapacityError, "sbuf_capacity", "MARK-SBUF-PEAK", "trn1")
     msg = str(e)
     assert isinstance(e, MemoryError)
@@ -67,7 +73,7 @@ def test_loop_local_tiles_are_live_one_iteration_at_a_time():
     loop_tiles.trace(spec((1024, 16384)), False, target="trn1")    # 8 iterations x 128 KiB, peak 128 KiB
 
 
-def test_tile_used_after_loop_is_live_across_it():
+def test_tile_used_after_loop_is_live_across_it(strict):
     e = expect(loop_tiles, (spec((1024, 16384)), True), errors.MemoryCapacityError, "sbuf_capacity",
                "MARK-LOOP-PEAK", "trn1")
     assert "'keep'" in str(e) and "196608" in str(e)
@@ -89,7 +95,7 @@ def psum_tiles(x, n):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_psum_over_capacity_shows_banks(target):
+def test_psum_over_capacity_shows_banks(target, strict):
     e = expect(psum_tiles, (spec((1, 1)), 9), errors.MemoryCapacityError, "psum_capacity", "MARK-PSUM", target)
     msg = str(e)
     assert "18432" in msg and "16384" in msg and "bank 8:" in msg and "beyond the last bank" in msg
@@ -100,7 +106,7 @@ def test_eight_psum_banks_fit(target):
     psum_tiles.trace(spec((1, 1)), 8, target=target)
 
 
-def test_psum_tiles_round_up_to_banks():
+def test_psum_tiles_round_up_to_banks(strict):
     @nki.jit
     def k(x):
         out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)

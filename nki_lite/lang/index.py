@@ -108,9 +108,11 @@ class Index:
                    "restructure the loop so indices are (loop variable) * constant + constant")
 
     def __mod__(self, other):
-        raise _err("bad_index", f"the remainder of a symbolic index (`{user_text(self.expr)}` % {other!r}) is not "
-                   "affine",
-                   "use an extra loop level or nl.mgrid over the split axes")
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and self.expr.is_const:
+            return Index(Affine(self.expr.const % int(other)))
+        # not affine: a value that can only feed hints such as nc_matmul(tile_position=...); any use as
+        # an index, mask or shape is an error (NL-E807) naming the remainder
+        return NonAffine(f"({self.expr}) % {other!r}")
 
     # ---- comparisons -> masks
     def _cmp(self, other, op: str) -> "Predicate":
@@ -273,3 +275,25 @@ def ds(start, size) -> DynSlice:
     if not isinstance(size, (int, np.integer)) or size <= 0:
         raise _err("bad_index", f"nl.ds size must be a positive Python int, got {size!r}")
     return DynSlice(start, int(size))
+
+
+class NonAffine:
+    """`i % n` of a loop variable: not an affine index. Arithmetic keeps it non-affine; it is accepted
+    only where the value is a hint (nc_matmul tile_position); as an index or mask it is NL-E807."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _op(self, *_):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __mod__ = _op
+
+    def _fail(self, *_):
+        raise _err("bad_index", f"{self.text}: the remainder of a symbolic index is not affine",
+                   "use an extra loop level or nl.mgrid over the split axes")
+
+    __index__ = __int__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
+
+    def __repr__(self) -> str:
+        return f"{self.text} (the remainder of a symbolic index is not affine)"

@@ -101,7 +101,8 @@ def check_user_partitions(dims: tuple, par_axis: int, space: ir.Space, loc: Loc)
 
 
 def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Space, base: str, loc: Loc,
-               *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "") -> ir.Buffer:
+               *, raw: bool = False, par_axis: int = 0, kind: str = "local", hbm_kind: str = "",
+               direct: bool = False) -> ir.Buffer:
     if space != ir.Space.HBM:
         if len(shape) < 2:
             from .source import control_flow_test
@@ -130,7 +131,8 @@ def new_buffer(tracer: Tracer, shape: tuple[int, ...], dtype: str, space: ir.Spa
             "partition_limit", f"partition dimension {shape[par_axis]} of a {space.value} tile of shape {shape} "
             f"exceeds the limit of {PMAX} partitions", loc=loc))
     if space != ir.Space.HBM:
-        instr = ir.Instr("alloc", (ir.Access.full(buf),), (), (), None, loc)
+        # direct=True: placed by an nki.compiler allocator (the capacity rule then raises, not warns)
+        instr = ir.Instr("alloc", (ir.Access.full(buf),), (), (("direct", True),) if direct else (), None, loc)
         (tracer.emit_raw if raw else tracer.emit)(instr)
     return buf
 
@@ -157,7 +159,8 @@ def ndarray(shape, dtype, *, buffer=None, name: str = ""):
                           "not inside a loop", loc=loc, hint="create the output before the loop")
     check_user_partitions(dims, par_axis, sp.space, loc)
     buf = new_buffer(tr, dims, dt, sp.space, name or ("hbm" if sp.space == ir.Space.HBM else sp.name[0] + "t"),
-                     loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "")
+                     loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "",
+                     direct=bool(getattr(buffer, "direct", False)))
     return Tile(tr, ir.Access.full(buf), dt)
 
 
@@ -172,7 +175,8 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     dims, par_axis = check_shape(shape, loc)
     dt = resolve_dtype(dtype, loc)
     check_user_partitions(dims, par_axis, sp.space, loc)
-    buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis)
+    buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis,
+                     direct=bool(getattr(buffer, "direct", False)))
     acc = ir.Access.full(buf)
     tr.emit(ir.Instr("memset", (acc,), (ir.Imm(value, D.scalar_dtype(value)),), attrs(engine="vector"), None, loc))
     return Tile(tr, acc, dt)
@@ -180,6 +184,8 @@ def _filled(shape, value, dtype, buffer, name, what: str):
 
 @api("nl.zeros", ignored=("lazy_initialization",))
 def zeros(shape, dtype, *, buffer=None, name: str = ""):
+    """nl.zeros. lazy_initialization=True (legacy) lets the compiler fold the zeroing into the first
+    matmul accumulation; the tile's value is zeros either way, so it is initialised here."""
     return _filled(shape, 0, dtype, buffer, name, "zeros")
 
 

@@ -63,15 +63,18 @@ def _engine(e, default: str) -> str:
 @isa("nisa.nc_matmul", ignored=("is_stationary_onezero", "is_moving_onezero", "tile_position", "tile_size"))
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=None, tile_size=None, mask=None, perf_mode=None):
-    """stationary[K, M]^T @ moving[K, N] -> PSUM [M, N] fp32 (k summed in order)."""
+    """stationary[K, M]^T @ moving[K, N] -> PSUM [M, N] fp32 (k summed in order).
+
+    is_transpose (legacy docs: "hints to the compiler that this is a transpose operation with moving
+    as an identity matrix") is a hint like is_*_onezero: the result is the same product. mask= is over
+    the [M, N] output: masked-off outputs are not written (see PendingMatmul)."""
     loc = capture_loc(2)
-    if is_transpose:
-        raise errors.make("unsupported", "nc_matmul(is_transpose=True) is not built yet", loc=loc,
-                          hint="use nisa.nc_transpose / nl.transpose")
-    if mask is not None:
-        raise errors.make("unsupported", "mask= on nc_matmul is not built yet", loc=loc)
     pm = getattr(perf_mode, "value", perf_mode)
-    return matmul_pending(stationary, moving, loc, "nc_matmul", perf_mode=pm if pm not in (None, "none") else None)
+    pending = matmul_pending(stationary, moving, loc, "nc_matmul", perf_mode=pm if pm not in (None, "none") else None)
+    if mask is not None:
+        from .masks import to_mask
+        pending.out_mask = to_mask(mask, pending.shape, loc)
+    return pending
 
 
 @isa("nisa.tensor_tensor")

@@ -102,6 +102,10 @@ def assign(view: Tile, value) -> None:
         if view.space == ir.Space.PSUM and view.shape == value.shape:
             value.consume_into(view.access, accumulate=False)
             return
+    from .ops_legacy import LoopReduce
+    if isinstance(value, LoopReduce):          # dst[...] = nl.loop_reduce(x, ...): dst = op(x, dst)
+        value.apply_into(view)
+        return
     if isinstance(value, Tile):
         if not (isinstance(value, PendingMatmul) and value.consumed) and value.access == view.access:
             return  # `t[k] += v` already updated the view in place

@@ -42,7 +42,7 @@ def _symbolic_range(args, kind: str, name: str):
         yield Index(Affine.make(start, {var: step}))
         finished = True
     finally:
-        if finished:
+        if finished or _returning_from_body(loc):
             tr.close_loop(var)
         else:
             # break, return or an exception inside the body: the loop cannot be represented
@@ -51,6 +51,23 @@ def _symbolic_range(args, kind: str, name: str):
                 tr.close_loop(var)
             except Exception:  # the trace is already failing; keep the original error
                 pass
+
+
+def _returning_from_body(loop_loc) -> bool:
+    """The loop body executes `return` (NKI traces the body once; a kernel whose body ends in
+    `return out` — as two documented legacy examples do — is traced as the loop, then the return).
+    Told from break/continue/exceptions by the statement the kernel's frame is executing."""
+    import linecache
+    import sys
+    if sys.exc_info()[0] not in (None, GeneratorExit):
+        return False
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename != loop_loc.file:
+        f = f.f_back
+    if f is None:
+        return False
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return line == "return" or line.startswith(("return ", "return(")) and f.f_lineno > loop_loc.line
 
 
 class _Range:

@@ -303,11 +303,28 @@ class PendingMatmul(Tile):
     def is_pending(self) -> bool:
         return self._access_cached is None and not self.consumed
 
+    out_mask = None        # nc_matmul(mask=...): an ir.Mask over the [M, N] output
+
     def emit_into(self, dst: ir.Access, accumulate: bool) -> None:
         tr = self._tracer
         tr.pending = None
-        tr.emit_raw(ir.Instr("nc_matmul", (dst,), self._ins,
-                             self._op_attrs + attrs(accumulate=accumulate), None, self._loc))
+        if self.out_mask is None:
+            tr.emit_raw(ir.Instr("nc_matmul", (dst,), self._ins,
+                                 self._op_attrs + attrs(accumulate=accumulate), None, self._loc))
+            return
+        # a masked matmul in existing IR ops: the product into a fresh PSUM tile, then a masked fp32
+        # add into (or copy to) the destination; masked-off outputs are not written. The PSUM sum is
+        # acc + (sum over k), the order the Tensor Engine's partial sums reach PSUM.
+        from .memory import new_buffer
+        buf = new_buffer(tr, self._shape, "float32", ir.Space.PSUM, "psum_masked", self._loc, raw=True)
+        tmp = ir.Access.full(buf)
+        tr.emit_raw(ir.Instr("nc_matmul", (tmp,), self._ins, self._op_attrs + attrs(accumulate=False), None,
+                             self._loc))
+        if accumulate:
+            tr.emit_raw(ir.Instr("tensor_tensor", (dst,), (dst, tmp), attrs(op="add", engine="vector"),
+                                 self.out_mask, self._loc))
+        else:
+            tr.emit_raw(ir.Instr("tensor_copy", (dst,), (tmp,), attrs(engine="vector"), self.out_mask, self._loc))
 
     def materialize(self) -> ir.Access:
         if self._access_cached is None:

@@ -63,7 +63,10 @@ def _recursion_error(e: RecursionError):
                        "ended", loc=frame_loc(last.tb_frame))
 
 
-def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str) -> ir.Kernel:
+def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
+          outputs_in_params: bool = False) -> ir.Kernel:
+    """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
+    parameter it writes is an output (written back into the caller's array), the rest stay read-only."""
     loc = fn_loc(fn)
     outer = active()
     if outer is not None and outer.fn is fn:        # the kernel calls itself with trace-time constants only
@@ -82,7 +85,7 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 call_args[name] = value
                 continue
             shape, dt = spec
-            mutable = is_mutable_annotation(param.annotation)
+            mutable = is_mutable_annotation(param.annotation) or outputs_in_params
             buf = tr.add_buffer(ir.Buffer(name, ir.Space.HBM, shape, dt, "input", mutable=mutable, loc=loc))
             tr.params.append(name)
             call_args[name] = Tile(tr, ir.Access.full(buf), dt)
@@ -112,7 +115,7 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                               hint="pass a tensor of the expected rank (reshape it on the host)") from None
         purity.report(watched, fn.__name__)
         if tr.broken_loop is not None:
-            raise errors.make("bad_loop", "break/return inside nl.affine_range or nl.sequential_range: the loop "
+            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: the loop "
                               "body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
         if result is None:
@@ -130,6 +133,13 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
                 raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
                                   "whole tensor", loc=loc)
             outputs.append(v.name)
+        if outputs_in_params:
+            written = _written_buffers(tr.stack[0].nodes, tr.buffers)
+            for name in tr.params:
+                if name in written and name not in outputs:
+                    outputs.append(name)
+                elif name not in written and not is_mutable_annotation(sig.parameters[name].annotation):
+                    tr.buffers[name] = replace(tr.buffers[name], mutable=False)
         for name in tr.params:
             b = tr.buffers[name]
             if b.mutable and name not in outputs:
@@ -140,3 +150,18 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str)
             if b.kind == "local":
                 tr.buffers[name] = replace(b, kind="output")
         return tr.freeze(tuple(outputs), kind, loc)
+
+
+def _written_buffers(nodes, buffers) -> set[str]:
+    """Root buffers (views resolved) that any instruction in `nodes` writes."""
+    out: set[str] = set()
+    for n in nodes:
+        if isinstance(n, ir.Loop):
+            out |= _written_buffers(n.body, buffers)
+            continue
+        for a in n.outs:
+            name, seen = a.buffer, 0
+            while buffers[name].base is not None and seen < 64:
+                name, seen = buffers[name].base, seen + 1
+            out.add(name)
+    return out

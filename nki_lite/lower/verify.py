@@ -33,6 +33,7 @@ _PER_INSTRUCTION = (
     verify_tiles.check_free_size,      # rule 2 (before rule 1: a too-large transpose is a free-size error)
     verify_tiles.check_partition,      # rule 1
     verify_matmul.check_psum_bank,     # rule 4
+    verify_memory.check_psum_tiles,    # rule 4, every PSUM tile
     verify_params.check_immutable,     # rule 10
     verify_bounds.check_bounds,        # rules 7, 8
 )

@@ -25,6 +25,7 @@ import numpy as np
 from .. import config, errors, gcpause, hostmem
 from ..lang import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
+from ..lang.tracer import active as _tracer_active
 from ..lower import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
@@ -34,7 +35,8 @@ from .interpreter import fill_uninit
 log = logging.getLogger("nki_lite")
 
 _LEGACY_MODES = {"auto": "auto", "simulation": "interpret", "baremetal": "auto", "benchmark": "auto",
-                 "interpret": "interpret", "jit": "jit", None: None}
+                 "interpret": "interpret", "jit": "jit", None: None,
+                 "trace": "auto"}    # legacy helpers traced into the calling kernel (see __call__)
 TARGETS = ("trn1", "trn2", "trn3")
 
 # Decorator options NKI's @nki.jit / nki.baremetal / benchmark / profile accept (both dialects) that
@@ -99,6 +101,8 @@ def _to_array(name: str, value, loc):
                               hint="pass a numpy array") from None
     else:
         return value
+    if isinstance(arr, np.ndarray) and arr.ndim == 0:
+        return arr[()]                     # a 0-d array is its scalar: a trace-time constant
     if isinstance(arr, np.ndarray):
         try:
             D.name_of(arr.dtype)
@@ -107,9 +111,6 @@ def _to_array(name: str, value, loc):
                     "cast with .astype(np.int32)" if arr.dtype.kind in "iu" else None)
             raise errors.make("argument", f"argument '{name}' has dtype {arr.dtype}, which NKI devices do not "
                               "support", loc=loc, hint=hint) from None
-        if arr.ndim == 0:
-            raise errors.make("argument", f"argument '{name}' is a 0-d array; pass a Python scalar for a "
-                              "trace-time constant or a 1-element array", loc=loc)
     return arr
 
 
@@ -139,6 +140,7 @@ class Kernel:
                                   loc=fn_loc(fn), hint="call the kernel with numpy arrays")
             raise errors.make("argument", f"unknown mode={mode!r}; use 'interpret' or 'jit'", loc=fn_loc(fn))
         self.mode = _LEGACY_MODES[mode]
+        self.outputs_in_params = mode == "trace"    # legacy nki.trace kernels write tensors passed in
         self.target = _TARGET_ALIASES.get(target, target)
         if self.target is not None and self.target not in TARGETS:
             raise errors.make("argument", f"unknown target {target!r}; use one of {TARGETS}", loc=fn_loc(fn))
@@ -255,7 +257,8 @@ class Kernel:
         for name, v in bound.arguments.items():
             spec = arg_spec(v)
             parts.append((name, ("tensor",) + spec) if spec is not None else (name, _const_key(v)))
-        return (self.grid, target, tuple(parts))
+        # the strict-capacity knob changes what verification raises: a cached trace must not hide it
+        return (self.grid, target, tuple(parts), config.get("NKI_LITE_STRICT_CAPACITY"))
 
     def trace(self, *args, target: str | None = None, **kwargs) -> ir.Kernel:
         bound = self.bind(args, kwargs)
@@ -272,7 +275,8 @@ class Kernel:
         self.stats["misses"] += 1
         with gcpause.paused():                   # large acyclic IR: no collector passes over it
             try:
-                traced = trace(self.fn, bound, self.grid, target)
+                traced = trace(self.fn, bound, self.grid, target,
+                               outputs_in_params=getattr(self, "outputs_in_params", False))
             except (AttributeError, TypeError) as e:
                 if not isinstance(e, errors.NkiLiteError):
                     _blame_sequence_argument(bound, e, fn_loc(self.fn))
@@ -293,6 +297,11 @@ class Kernel:
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
+        if _tracer_active() is not None:
+            # called inside a kernel being traced (a legacy @nki.jit(mode="trace") / @nki.trace helper,
+            # or another kernel): NKI traces its body into the caller, so it runs inline on the
+            # caller's tiles and tensors
+            return self.fn(*args, **kwargs)
         only_out = len(kwargs) == 1 and "out" in kwargs and "out" not in self.signature.parameters
         if (not kwargs or only_out) and mode is None and target is None:
             outs = _as_tuple(kwargs["out"]) if only_out else None
@@ -522,7 +531,8 @@ class Kernel:
 
 
 _STAMP_KNOBS = ("NKI_LITE_MODE", "NKI_LITE_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_LITE_DEBUG",
-                "NKI_LITE_JIT_OPT", "NKI_LITE_DEBUG_NANS", "NKI_LITE_DEBUG_UNINIT", "NKI_LITE_SHUFFLE")
+                "NKI_LITE_JIT_OPT", "NKI_LITE_DEBUG_NANS", "NKI_LITE_DEBUG_UNINIT", "NKI_LITE_SHUFFLE",
+                "NKI_LITE_STRICT_CAPACITY")
 
 
 _ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
@@ -561,6 +571,8 @@ def _fast_key(a):
     """Fast-path key of one argument: arrays by layout (the launcher re-checks nothing else, so
     alignment is part of the key), constants exactly as the trace cache keys them."""
     if isinstance(a, np.ndarray):
+        if a.ndim == 0:
+            raise TypeError("a 0-d array is a constant: keyed by value on the general path")
         return (a.shape, a.dtype, a.strides, a.flags.aligned)
     if isinstance(a, (list, dict)):
         raise TypeError("mutable constant")        # the general path keys it by value each call
@@ -650,6 +662,13 @@ def jit(func=None, *, mode: str | None = None, target: str | None = None, platfo
     if func is not None and callable(func):
         return wrap(func)
     return wrap
+
+
+def trace_decorator(func=None, **options):
+    """Legacy `nki.trace` (`from neuronxcc.nki import trace`): @nki.jit(mode="trace") — a function that
+    runs as a kernel when called with arrays and is traced into the caller inside a kernel."""
+    options.pop("mode", None)
+    return jit(func, mode="trace", **options)
 
 
 def simulate_kernel(kernel, *args, **kwargs):

@@ -1,0 +1,400 @@
+"""Patterns of public legacy-dialect kernels that nki_lite used to reject, re-created in our own code.
+
+Each test runs on both backends (the `backend` fixture) and compares with numpy.
+"""
+import numpy as np
+import pytest
+
+import nki_lite as nki
+import nki_lite.compat
+import nki_lite.isa as nisa
+import nki_lite.language as nl
+from nki_lite import errors
+
+from .markers import marker_helpers
+
+HERE, line_of, _ = marker_helpers(__file__)
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(params=("interpret", "jit"))
+def mode(request):
+    return request.param
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------ nki.trace / mode="trace"
+
+def test_trace_is_importable_from_the_legacy_package():
+    nki_lite.compat.install()
+    from neuronxcc.nki import trace     # noqa: F401 - NKIBench kernels import it, unused
+    import neuronxcc.nki as legacy
+    assert legacy.trace is nki.trace
+
+
+@nki.jit(mode="trace")
+def scaled_exp_helper(t, s):
+    """A helper traced into its caller: works on the caller's tiles."""
+    return nl.multiply(nl.exp(t), s)
+
+
+@nki.trace
+def add_into(dst_hbm, a, b):
+    nl.store(dst_hbm, value=nl.add(nl.load(a), nl.load(b)))
+
+
+@nki.jit
+def uses_helpers(x, y):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    tmp = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+    add_into(tmp, x, y)
+    for i in nl.affine_range(1):
+        nl.store(out, value=scaled_exp_helper(nl.load(tmp), 0.5))
+    return out
+
+
+def test_trace_helpers_run_inline_inside_a_kernel(mode):
+    x, y = f32(128, 64), f32(128, 64)
+    got = uses_helpers(x, y, mode=mode)
+    np.testing.assert_allclose(got, np.exp(x + y) * 0.5, rtol=2e-6)
+
+
+@nki.jit
+def inner_kernel(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.negative(nl.load(a)))
+    return out
+
+
+@nki.jit
+def calls_a_kernel(a):
+    return inner_kernel(a)
+
+
+def test_a_jitted_kernel_called_inside_a_kernel_is_traced_into_it(mode):
+    a = f32(128, 32)
+    np.testing.assert_array_equal(calls_a_kernel(a, mode=mode), -a)
+    np.testing.assert_array_equal(inner_kernel(a, mode=mode), -a)      # still a kernel on its own
+
+
+def test_trace_decorated_function_is_a_kernel_when_called_with_arrays(mode):
+    @nki.trace
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        return out
+    a = f32(16, 8)
+    np.testing.assert_array_equal(k(a, mode=mode), a)
+
+
+# ------------------------------------------------------------------------------ nc_matmul(is_transpose=True)
+
+@nki.jit
+def transpose_by_matmul(a):
+    """The NKIBench idiom: stationary = data, moving = identity, is_transpose=True."""
+    P, F = a.shape
+    out = nl.ndarray((F, P), a.dtype, buffer=nl.shared_hbm)
+    ident = nl.shared_constant(np.identity(P, dtype=np.float32))
+    eye = nl.load(ident)
+    t = nl.load(a)
+    ps = nl.ndarray((F, P), nl.float32, buffer=nl.psum)
+    ps[...] = nisa.nc_matmul(t, eye, is_moving_onezero=True, is_transpose=True)
+    nl.store(out, value=nl.copy(ps, dtype=a.dtype))
+    return out
+
+
+def test_is_transpose_with_identity_moving_transposes(mode):
+    a = f32(128, 96)
+    np.testing.assert_array_equal(transpose_by_matmul(a, mode=mode), a.T)
+
+
+def test_is_transpose_is_a_hint_the_product_is_unchanged(mode):
+    @nki.jit
+    def k(s, m, hint):
+        out = nl.ndarray((s.shape[1], m.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        r = nisa.nc_matmul(nl.load(s), nl.load(m), is_transpose=hint)
+        nl.store(out, value=nl.copy(r))
+        return out
+    s, m = f32(64, 32), f32(64, 48)
+    np.testing.assert_array_equal(k(s, m, True, mode=mode), k(s, m, False, mode=mode))
+
+
+# ------------------------------------------------------------------------------ mask= on nc_matmul
+
+@nki.jit
+def masked_matmul(s, m, ncols, acc_steps):
+    """Output columns >= ncols are masked: never written (they keep the PSUM's earlier value)."""
+    K, M = s.shape
+    N = m.shape[1]
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.full((M, N), 3.0, nl.float32, buffer=nl.psum)
+    i_n = nl.arange(N)[None, :]
+    for k in nl.sequential_range(acc_steps):
+        ps[...] += nisa.nc_matmul(nl.load(s), nl.load(m), mask=(i_n < ncols))
+    nl.store(out, value=nl.copy(ps))
+    return out
+
+
+def test_nc_matmul_mask_leaves_masked_outputs_unwritten(mode):
+    s, m = f32(32, 16), f32(32, 40)
+    got = masked_matmul(s, m, 25, 2, mode=mode)
+    prod = s.astype(np.float64).T @ m.astype(np.float64)
+    want = np.full((16, 40), 3.0)
+    want[:, :25] += 2 * prod[:, :25]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.all(got[:, 25:] == 3.0)
+
+
+def test_nc_matmul_mask_on_assignment(mode):
+    @nki.jit
+    def k(s, m):
+        out = nl.ndarray((s.shape[1], m.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        ps = nl.zeros((s.shape[1], m.shape[1]), nl.float32, buffer=nl.psum, lazy_initialization=True)
+        i_p = nl.arange(s.shape[1])[:, None]
+        ps[...] = nisa.nc_matmul(nl.load(s), nl.load(m), mask=(i_p < 5))
+        nl.store(out, value=nl.copy(ps))
+        return out
+    s, m = f32(16, 8), f32(16, 24)
+    got = k(s, m, mode=mode)
+    np.testing.assert_allclose(got[:5], (s.astype(np.float64).T @ m)[:5], rtol=1e-5, atol=1e-5)
+    assert np.all(got[5:] == 0.0)                      # the zeros the tile started with
+
+
+def test_nc_matmul_mask_that_does_not_fit_the_output_is_an_error():
+    @nki.jit
+    def k(s, m):
+        out = nl.ndarray((8, 24), nl.float32, buffer=nl.shared_hbm)
+        r = nisa.nc_matmul(nl.load(s), nl.load(m), mask=(nl.arange(16)[None, :] < 3))  # MARK-BADMASK
+        nl.store(out, value=nl.copy(r))
+        return out
+    with pytest.raises(errors.KernelSyntaxError) as ei:
+        k(f32(16, 8), f32(16, 24))
+    assert f"test_corpus_patterns.py:{line_of('MARK-BADMASK')}" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------ nl.loop_reduce
+
+@nki.jit
+def row_sums_by_loop_reduce(x, op):
+    """acc = op(x_block, acc) over the blocks of x, through loop_reduce assigned into a view."""
+    n = x.shape[1] // 128
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((2, nl.par_dim(128), 1), nl.float32, buffer=nl.sbuf)
+    acc[1, :, :] = nl.full((128, 1), 0.0 if op is np.add else -np.inf, nl.float32)
+    for i in nl.sequential_range(n):
+        part = nl.max(nl.load(x[:, nl.ds(i * 128, 128)]), axis=1, keepdims=True) if op is np.maximum else \
+            nl.sum(nl.load(x[:, nl.ds(i * 128, 128)]), axis=1, keepdims=True)
+        acc[1, :, :] = nl.loop_reduce(part, op=op, loop_indices=[i], mask=None, dtype=np.float32)
+    nl.store(out, value=acc[1, :, :])
+    return out
+
+
+@pytest.mark.parametrize("op", (np.add, np.maximum))
+def test_loop_reduce_accumulates_into_its_destination(mode, op):
+    x = f32(128, 512)
+    got = row_sums_by_loop_reduce(x, op, mode=mode)
+    blocks = x.reshape(128, 4, 128)
+    if op is np.add:
+        parts = blocks.sum(axis=2, dtype=np.float64)
+        np.testing.assert_allclose(got[:, 0], parts.sum(axis=1), rtol=1e-5, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(got[:, 0], x.max(axis=1))
+
+
+def test_loop_reduce_result_used_as_a_value_is_an_error():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        r = nl.loop_reduce(nl.load(x), op=np.add, loop_indices=[])
+        nl.store(out, value=nl.exp(r))
+        return out
+    with pytest.raises(errors.NkiLiteError, match="LoopReduce"):
+        k(f32(8, 8))
+
+
+def test_loop_reduce_dtype_must_match_the_destination():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros(x.shape, nl.bfloat16)
+        acc[...] = nl.loop_reduce(nl.load(x), op=np.add, loop_indices=[], dtype=nl.float32)
+        nl.store(out, value=acc)
+        return out
+    with pytest.raises(errors.KernelDTypeError, match="loop_reduce"):
+        k(f32(8, 8))
+
+
+# ------------------------------------------------------------------------------ block tensors over SBUF
+
+def test_block_tensors_declared_over_sbuf_size_run(mode):
+    """The NKIBench shape of a kernel: every block tensor declared for the whole problem (here 4 MiB
+    per partition), each block written and read within one iteration."""
+    @nki.jit
+    def k(x):
+        nb = x.shape[1] // 1024
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        a = nl.ndarray((nb, nl.par_dim(128), 1024), nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((nb, 2, nl.par_dim(128), 512), nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(nb):
+            a[i, nl.arange(128)[:, None], nl.arange(1024)[None, :]] = nl.load(
+                x[nl.arange(128)[:, None], 1024 * i + nl.arange(1024)[None, :]])
+            for h in nl.affine_range(2):
+                b[i, h, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.activation(
+                    op=nl.exp, data=a[i, nl.arange(128)[:, None], 512 * h + nl.arange(512)[None, :]], scale=-1.0)
+                a[i, nl.arange(128)[:, None], 512 * h + nl.arange(512)[None, :]] = nl.multiply(
+                    a[i, nl.arange(128)[:, None], 512 * h + nl.arange(512)[None, :]],
+                    b[i, h, nl.arange(128)[:, None], nl.arange(512)[None, :]])
+            nl.store(out[nl.arange(128)[:, None], 1024 * i + nl.arange(1024)[None, :]],
+                     value=a[i, nl.arange(128)[:, None], nl.arange(1024)[None, :]])
+        return out
+    x = f32(128, 1024 * 1024 // 1024 * 4)[:, :4096].copy()
+    import warnings
+    from nki_lite.lower.verify_memory import CapacityWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        k.trace(np.zeros((128, 1024 * 1024), np.float32), target="trn1")   # 1024 blocks: 4 MiB declared
+        got = k(x, mode=mode)
+    np.testing.assert_allclose(got, x * np.exp(-x), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ nisa.dma_copy
+
+def test_dma_copy_hbm_to_hbm_and_through_sbuf(mode):
+    @nki.jit
+    def k(a):
+        b = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        c = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=b, src=a)                                  # HBM -> HBM
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a, oob_mode=nisa.oob_mode.error)    # HBM -> SBUF
+        nisa.dma_copy(dst=c[:, 0:16], src=t[:, 16:32])               # SBUF -> HBM, views
+        nisa.dma_copy(dst=c[:, 16:32], src=t[:, 0:16])
+        return b, c
+    a = f32(64, 32)
+    b, c = k(a, mode=mode)
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(c, np.concatenate([a[:, 16:], a[:, :16]], axis=1))
+
+
+def test_dma_copy_shape_mismatch_and_rmw_are_errors():
+    @nki.jit
+    def k(a, rmw):
+        b = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        if rmw:
+            nisa.dma_copy(dst=b, src=a, dst_rmw_op=np.add)
+        else:
+            nisa.dma_copy(dst=b[:, 0:8], src=a)
+        return b
+    with pytest.raises(errors.ShapeError):
+        k(f32(8, 16), False)
+    with pytest.raises(errors.UnsupportedError, match="dst_rmw_op"):
+        k(f32(8, 16), True)
+
+
+# ------------------------------------------------------------------------------ numpy scalars, 0-d arrays
+
+@nki.jit
+def add_scalar(a, s):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(a), s))
+    return out
+
+
+@pytest.mark.parametrize("s", (np.float32(2.5), np.array(2.5, np.float32), np.array(-0.0)))
+def test_numpy_scalars_and_0d_arrays_are_trace_time_constants(mode, s):
+    a = f32(8, 4)
+    np.testing.assert_array_equal(add_scalar(a, s, mode=mode), a + np.float32(s))
+
+
+def test_signed_zero_constants_are_distinct_traces():
+    a = np.zeros((8, 4), np.float32)
+    neg = add_scalar(-a, np.float32(-0.0))
+    pos = add_scalar(-a, np.float32(0.0))
+    assert np.all(np.signbit(neg)) and not np.any(np.signbit(pos))
+
+
+# ------------------------------------------------------------------------------ i % n of a loop variable
+
+def test_remainder_of_a_loop_variable_is_accepted_as_a_pe_tiling_hint(mode):
+    @nki.jit
+    def k(g, h):
+        out = nl.ndarray((4, 64, 128), nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            r = nisa.nc_matmul(nl.load(g[i]), nl.load(h[i]), tile_position=((i % 2) * 64, 0), tile_size=(64, 64))
+            nl.store(out[i], value=nl.copy(r))
+        return out
+    g, h = f32(4, 64, 64), f32(4, 64, 128)
+    want = np.einsum("bkm,bkn->bmn", g.astype(np.float64), h.astype(np.float64))
+    np.testing.assert_allclose(k(g, h, mode=mode), want, rtol=1e-5, atol=1e-5)
+
+
+def test_remainder_of_a_loop_variable_as_an_index_is_an_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            nl.store(out[i % 2], value=nl.load(a[i]))  # MARK-MOD
+        return out
+    with pytest.raises(errors.KernelSyntaxError, match="remainder") as ei:
+        k(f32(4, 8))
+    assert f"test_corpus_patterns.py:{line_of('MARK-MOD')}" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------ nki.trace kernels: outputs passed in
+
+@nki.trace
+def transpose_into(a, out):
+    """Legacy trace-style kernel: no return, the output is a parameter it writes."""
+    nl.store(out, value=nl.transpose(nl.load(a)))
+
+
+def test_trace_kernel_writes_its_output_parameter(mode):
+    a = f32(32, 16)
+    a_before = a.copy()
+    out = np.zeros((16, 32), np.float32)
+    assert transpose_into(a, out, mode=mode) is None
+    np.testing.assert_array_equal(out, a_before.T)
+    a.setflags(write=False)                              # the unwritten parameter stays a read-only input
+    transpose_into(a, out, mode=mode)
+    np.testing.assert_array_equal(a, a_before)
+
+
+def test_jit_kernel_writing_a_parameter_is_still_an_error():
+    @nki.jit
+    def k(a, out):
+        nl.store(out, value=nl.load(a))
+    with pytest.raises(errors.ImmutableParameterError):
+        k(f32(8, 8), np.zeros((8, 8), np.float32))
+
+
+# ------------------------------------------------------------------------------ return inside affine_range
+
+@nki.jit
+def exp_returning_inside_loop(a):
+    """As two documented legacy examples do: `return out` as the last statement of the loop body."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for p in nl.affine_range(a.shape[0] // 128):
+        for q in nl.affine_range(1):
+            t = nl.load(a[p * 128 + nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]])
+            nl.store(out[p * 128 + nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]], value=nl.exp(t))
+            return out
+
+
+def test_return_at_the_end_of_a_loop_body_returns_after_the_loop(mode):
+    a = RNG.random((384, 16)).astype(np.float32)
+    np.testing.assert_allclose(exp_returning_inside_loop(a, mode=mode), np.exp(a), rtol=2e-6)
+
+
+def test_break_inside_affine_range_is_still_an_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for p in nl.affine_range(2):
+            nl.store(out, value=nl.load(a))
+            break
+        return out
+    with pytest.raises(errors.KernelSyntaxError, match="NL-E808"):
+        k(f32(8, 8))

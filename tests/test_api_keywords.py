@@ -157,7 +157,8 @@ def test_wrong_arity_is_a_coded_error_naming_the_signature(kernel, marker, words
 # ----------------------------------------------------------------------------- every public API
 
 # Callables of nl / nisa that are namespaces of constants or enums, not APIs one calls with arguments.
-NAMESPACES = {"nl": {"fp32", "tile_size"}, "nisa": {"engine", "fp32", "matmul_perf_mode", "nc_version", "reduce_cmd"}}
+NAMESPACES = {"nl": {"fp32", "tile_size"}, "nisa": {"dge_mode", "engine", "fp32", "matmul_perf_mode", "nc_version",
+                                                    "oob_mode", "reduce_cmd"}}
 
 
 def _public_callables():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..loc import capture_loc
+from .api import api, isa
 
 
 class LoopReduce:
@@ -42,6 +43,7 @@ class LoopReduce:
                           loc=self.__dict__.get("loc"))
 
 
+@api("nl.loop_reduce")
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None) -> LoopReduce:
     from .opnames import alu_name
     from .tile import Tile
@@ -62,6 +64,7 @@ class dge_mode:  # noqa: N801
     unknown, none, swdge, hwdge = "unknown", "none", "swdge", "hwdge"
 
 
+@isa("nisa.dma_copy")
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None) -> None:
     from ..lower import ir
     from .masks import to_mask

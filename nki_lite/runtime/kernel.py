@@ -297,11 +297,12 @@ class Kernel:
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):
-        if _tracer_active() is not None:
+        tr = _tracer_active()
+        if tr is not None:
             # called inside a kernel being traced (a legacy @nki.jit(mode="trace") / @nki.trace helper,
             # or another kernel): NKI traces its body into the caller, so it runs inline on the
             # caller's tiles and tensors
-            return self.fn(*args, **kwargs)
+            return self._inline(tr, args, kwargs)
         only_out = len(kwargs) == 1 and "out" in kwargs and "out" not in self.signature.parameters
         if (not kwargs or only_out) and mode is None and target is None:
             outs = _as_tuple(kwargs["out"]) if only_out else None
@@ -346,6 +347,21 @@ class Kernel:
             return outs[0]
         return outs
 
+
+    def _inline(self, tr, args, kwargs):
+        """Trace this kernel's body into the kernel being traced. A kernel already being traced (itself,
+        or one of the kernels inlining it) is recursion, which a traced kernel cannot express."""
+        from ..loc import capture_loc
+        stack = tr.__dict__.setdefault("inlined_fns", [])
+        if self.fn is getattr(tr, "fn", None) or self.fn in stack:
+            raise errors.make("recursive_kernel", f"kernel '{self.fn.__name__}' calls itself: a kernel is traced "
+                              "once into straight-line instructions and loops, so it cannot recurse",
+                              loc=capture_loc())
+        stack.append(self.fn)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            stack.pop()
 
     def _note_knobs(self) -> None:
         """BAD_INPUTS row 30: knobs are read at call time; when one changes between two calls of the same

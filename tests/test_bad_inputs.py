@@ -254,8 +254,7 @@ SPEC = [
     # row, kernel, args, error class, code name, where ("marker" or "def")
     (1, r1_partition_limit, (ONES,), errors.ShapeError, "partition_limit", "MARK-R1"),
     (2, r2_free_limit, (np.ones((128, 512), F32),), errors.ShapeError, "free_size_limit", "MARK-R2"),
-    # PENDING-MERGE (3, r3_sbuf_capacity, (np.ones((128, 8), F32),), errors.MemoryCapacityError, "sbuf_capacity", "MARK-R3"),
-    # PENDING-MERGE (4, r4_psum_bank, (ONES,), errors.MemoryCapacityError, "psum_bank", "MARK-R4"),
+    (4, r4_psum_bank, (ONES,), errors.MemoryCapacityError, "psum_bank", "MARK-R4"),
     (5, r5_matmul_shape, (np.ones((64, 128), F32), np.ones((128, 512), F32)), errors.ShapeError,
      "matmul_shape", "MARK-R5"),
     (6, r6_matmul_dtype, (np.ones((128, 128), np.int32), np.ones((128, 512), np.int32)),
@@ -265,8 +264,8 @@ SPEC = [
     (10, copy_kernel, (ONES, ONES), errors.ArgumentError, "argument", "def"),
     (11, copy_kernel, ([[1.0, 2.0]],), errors.ArgumentError, "argument", "def"),
     (12, r12_static_oob, (np.ones((128, 4000), F32),), errors.IndexOutOfBoundsError, "out_of_bounds", "MARK-R12"),
-    # PENDING-MERGE (13, r13_indirect_index, (np.ones((256, 64), F32), np.zeros((128, 1), np.int32)), errors.UnsupportedError,
-    #  "unsupported", "MARK-R13"),
+    (13, r13_indirect_index, (np.ones((256, 64), F32), np.zeros((128, 1), np.int32)), errors.UnsupportedError,
+     "unsupported", "MARK-R13"),
     (14, r14_ragged_tail, (np.ones((300, 64), F32),), errors.IndexOutOfBoundsError, "ragged_tail", "MARK-R14"),
     (15, r15_loop_dependency, (np.ones((512, 64), F32),), errors.DependencyError, "loop_dependency", "MARK-R15"),
     (16, r16_write_input, (np.ones((128, 64), F32),), errors.ImmutableParameterError, "immutable_parameter",
@@ -404,3 +403,26 @@ def test_row24_fp8_overflow_follows_ml_dtypes_and_is_counted_in_debug_mode(mode,
     msgs = [x for x in w if "overflowed" in str(x.message)]
     assert len(msgs) == 1 and "5 finite value(s)" in str(msgs[0].message) and "float8_e5m2" in str(msgs[0].message)
     assert msgs[0].filename == HERE and msgs[0].lineno == line_of(HERE, "MARK-R24")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row3_sbuf_over_capacity_warns_or_raises_under_the_strict_knob(mode, monkeypatch):
+    """Automatic allocation (the hardware compiler's) may spill: a CapacityWarning at the line; under
+    NKI_LITE_STRICT_CAPACITY=1 (or direct allocation) the same finding is NL-E401."""
+    a = np.ones((128, 8), F32)
+    k = nki.jit(r3_sbuf_capacity.fn)                                  # a fresh trace cache: verification runs
+    with pytest.warns(UserWarning, match="SBUF over capacity") as w:
+        k(a, mode=mode)
+    assert any(f"test_bad_inputs.py:{line_of(HERE, 'MARK-R3')}" in str(x.message) for x in w)
+    monkeypatch.setenv("NKI_LITE_STRICT_CAPACITY", "1")
+    with pytest.raises(errors.MemoryCapacityError) as ei:
+        k(a, mode=mode)
+    assert ei.value.code == "NL-E401" and "bytes per partition" in str(ei.value)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_row26_huge_shapes_raise_the_host_memory_error(mode, monkeypatch):
+    monkeypatch.setenv("NKI_LITE_MAX_ALLOC_BYTES", str(1 << 20))
+    with pytest.raises(errors.MemoryCapacityError) as ei:
+        copy_kernel(np.ones((1024, 512), F32), mode=mode)            # 2 MiB output > the 1 MiB limit
+    assert ei.value.code == "NL-E403" and "NKI_LITE_MAX_ALLOC_BYTES" in str(ei.value)

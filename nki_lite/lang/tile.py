@@ -391,6 +391,10 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
         for d, k in enumerate(key):
             ix = _as_index_or_none(k)
             if ix is None:
+                if isinstance(k, Tile):
+                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet",
+                               "index with nl.arange/affine expressions; gather with a loop over the index values "
+                               "known at trace time")
                 raise _err("bad_index", f"unsupported index {k!r}")
             subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
         return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)

@@ -14,14 +14,15 @@ nki_lite `kernel(..., out=buf)`).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
 
 os.environ.setdefault("NKI_LITE_DEBUG", "0")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import header, interleaved  # noqa: E402
 
 import nki_lite as nki  # noqa: E402
 import nki_lite.language as nl  # noqa: E402
@@ -58,20 +59,6 @@ def numpy_chain(x, y, out):
     np.multiply(out, 0.5, out=out)
     np.subtract(out, y, out=out)
     np.maximum(out, 0.0, out=out)
-
-
-def interleaved(fa, fb, reps):
-    ta, tb = [], []
-    fa(), fb()
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fa()
-        t1 = time.perf_counter()
-        fb()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def run_cases(quick: bool, reps: int) -> list:
@@ -112,6 +99,7 @@ def run_cases(quick: bool, reps: int) -> list:
 def main() -> None:
     quick = "--quick" in sys.argv
     reps = 7
+    print(header("nki_lite JIT vs numpy (benchmarks/jit.py)"))
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:

@@ -1,4 +1,4 @@
-"""The header every benchmark table carries: CPU model, the BLAS numpy uses (library, version, core
+"""What every benchmark shares: `interleaved` timing, and the header every table carries: CPU model, the BLAS numpy uses (library, version, core
 type as threadpoolctl reports it), thread counts, and whether the OPENBLAS_* overrides are set.
 
 Benchmarks compare with numpy as users have it: run them with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
@@ -9,6 +9,23 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
+
+
+def interleaved(fa, fb, reps: int):
+    """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each."""
+    fa(), fb()
+    ta, tb = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fa()
+        t1 = time.perf_counter()
+        fb()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def cpu_model() -> str:

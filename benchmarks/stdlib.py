@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
@@ -24,35 +22,16 @@ import numpy as np
 os.environ.setdefault("NKI_LITE_DEBUG", "0")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import header  # noqa: E402
+from jit import numpy_softmax  # noqa: E402  (the careful numpy softmax of the JIT table)
+from machine import header, interleaved  # noqa: E402
 
 import nki_lite.stdlib as S  # noqa: E402
 
 
-def interleaved(fa, fb, reps):
-    fa(), fb()
-    ta, tb = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fa()
-        t1 = time.perf_counter()
-        fb()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-    return statistics.median(ta), statistics.median(tb)
-
-
 def np_softmax(x, out=None, tmp=None):
-    """The careful numpy softmax: max-subtracted, in place, reciprocal multiply."""
+    """The careful numpy softmax, allocating its output when none is given (as a user would)."""
     out = np.empty_like(x) if out is None else out
-    tmp = np.empty((x.shape[0], 1), x.dtype) if tmp is None else tmp
-    np.max(x, axis=1, keepdims=True, out=tmp)
-    np.subtract(x, tmp, out=out)
-    np.exp(out, out=out)
-    np.sum(out, axis=1, keepdims=True, out=tmp)
-    np.reciprocal(tmp, out=tmp)
-    np.multiply(out, tmp, out=out)
+    numpy_softmax(x, out, np.empty((x.shape[0], 1), x.dtype) if tmp is None else tmp)
     return out
 
 

@@ -28,8 +28,12 @@ rng = np.random.default_rng(0)
 
 
 def load(root: Path, rel: str):
-    path = root / rel
-    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+    return load_path(root / rel)
+
+
+def load_path(path: Path, name: str | None = None):
+    """Import the file at `path` as a module (its own directory on sys.path while it loads)."""
+    spec = importlib.util.spec_from_file_location(name or path.stem.replace("-", "_"), path)
     mod = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
     try:

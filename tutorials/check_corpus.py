@@ -36,26 +36,7 @@ import nki_lite.compat
 nki_lite.compat.install()
 
 
-def load(path: Path, name: str | None = None):
-    spec = importlib.util.spec_from_file_location(name or path.stem.replace("-", "_"), path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.pop(0)
-    return mod
-
-
-def close(a, b, rtol=1e-4, atol=1e-4):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        raise AssertionError(f"shape {a.shape} vs {b.shape}")
-    bad = ~(np.abs(a - b) <= atol + rtol * np.abs(b))
-    if bad.any():
-        i = np.unravel_index(int(np.argmax(bad)), a.shape)
-        raise AssertionError(f"mismatch: {int(bad.sum())} of {a.size} elements outside rtol={rtol} atol={atol}, "
-                             f"first at {tuple(int(x) for x in i)}: {a[i]!r} vs {b[i]!r}")
+from check_aws_examples import close, load_path as load  # noqa: E402  (one loader and comparison)
 
 
 # ---------------------------------------------------------------- NKIBench

@@ -398,3 +398,30 @@ def test_break_inside_affine_range_is_still_an_error():
         return out
     with pytest.raises(errors.KernelSyntaxError, match="NL-E808"):
         k(f32(8, 8))
+
+
+@nki.jit
+def flattened_view_copy(x):
+    """A 4-D HBM tensor viewed as 3-D with the keyword spelling reshape(shape=...)."""
+    n, c, h, w = x.shape
+    out = nl.ndarray((n * c, h, w), dtype=x.dtype, buffer=nl.shared_hbm)
+    flat = x.reshape(shape=(n * c, h, w))
+    for i in nl.affine_range(n * c):
+        nl.store(out[i], value=nl.load(flat[i]))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["interpret", "jit"])
+def test_reshape_with_the_shape_keyword(mode):
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    assert np.array_equal(flattened_view_copy(x, mode=mode), x.reshape(6, 4, 5))
+
+
+def test_reshape_shape_given_twice_is_an_error():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        x.reshape((4, 5), shape=(4, 5))
+        return out
+    with pytest.raises(errors.NkiLiteError, match="positionally or as shape="):
+        k(np.ones((4, 5), np.float32))

@@ -101,10 +101,15 @@ class Tile:
         from .ops_memory import assign
         assign(self[key], value)
 
-    def reshape(self, *shape) -> "Tile":
+    def reshape(self, *dims, shape=None) -> "Tile":
+        """t.reshape(a, b), t.reshape((a, b)) or t.reshape(shape=(a, b)) (the legacy samples' spelling)."""
         from .ops_memory import reshape
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return reshape(self, tuple(shape))
+        if shape is not None:
+            if dims:
+                raise _err("argument", "reshape takes the new shape once: positionally or as shape=, not both")
+            dims = (shape,)
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return reshape(self, tuple(dims))
 
     def broadcast_to(self, shape) -> "Tile":
         from .ops_math import broadcast_to

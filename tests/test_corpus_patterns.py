@@ -425,3 +425,24 @@ def test_reshape_shape_given_twice_is_an_error():
         return out
     with pytest.raises(errors.NkiLiteError, match="positionally or as shape="):
         k(np.ones((4, 5), np.float32))
+
+
+@nki.jit
+def column_means_into_view(x):
+    """A [P, 1] result assigned into `t[:, j, k]` (integer-indexed free axes: a [P] view)."""
+    p, h, w = x.shape
+    out = nl.ndarray((p, 2, 3), dtype=x.dtype, buffer=nl.shared_hbm)
+    res = nl.zeros((p, 2, 3), dtype=x.dtype, buffer=nl.sbuf)
+    t = nl.load(x)
+    for j in nl.static_range(2):
+        for k in nl.static_range(3):
+            res[:, j, k] = nl.divide(nl.sum(t[:, j, k * 4:(k + 1) * 4], axis=[1], keepdims=True), 4.0)
+    nl.store(out, value=res)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["interpret", "jit"])
+def test_a_p_by_1_value_fills_an_integer_indexed_view(mode):
+    x = np.random.default_rng(3).standard_normal((64, 2, 12)).astype(np.float32)
+    ref = x.reshape(64, 2, 3, 4).mean(-1)
+    assert np.allclose(column_means_into_view(x, mode=mode), ref, rtol=1e-6, atol=1e-6)

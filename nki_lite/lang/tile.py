@@ -465,6 +465,14 @@ def broadcast_access(acc: ir.Access, target: tuple[int, ...], what: str = "opera
     shape = acc.shape
     if shape == target:
         return acc
+    if len(shape) > len(target) and all(s == 1 for s in shape[len(target):]):
+        # trailing singleton axes hold no extra elements: a [P, 1] value into a view `t[:, j, k]` whose
+        # integer indices left it [P] (the samples' adaptive pooling writes results this way)
+        drop = {axis_var(a): Affine(0) for a in range(len(target), len(shape))}
+        acc = ir.Access(acc.buffer, tuple(e.subst(drop) for e in acc.index), tuple(shape[:len(target)]))
+        shape = acc.shape
+        if shape == target:
+            return acc
     if len(shape) > len(target):
         raise _err("shape_mismatch", f"{what} of shape {shape} cannot broadcast to {target}", depth=4)
     src = tuple(shape) + (1,) * (len(target) - len(shape))

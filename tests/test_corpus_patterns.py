@@ -446,3 +446,48 @@ def test_a_p_by_1_value_fills_an_integer_indexed_view(mode):
     x = np.random.default_rng(3).standard_normal((64, 2, 12)).astype(np.float32)
     ref = x.reshape(64, 2, 3, 4).mean(-1)
     assert np.allclose(column_means_into_view(x, mode=mode), ref, rtol=1e-6, atol=1e-6)
+
+
+@nki.jit
+def early_exit_tiles(x):
+    """A tile-level early exit on loop variables only (the samples' causal flash-attention backward):
+    traced with the loops unrolled, each iteration's branch decided at trace time."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        for j in nl.affine_range(x.shape[1] // 64):
+            t = nl.load(x[i * 128:(i + 1) * 128, j * 64:(j + 1) * 64])
+            if (i + 1) * 128 - 1 >= j * 64:            # at or below the diagonal: keep
+                nl.store(out[i * 128:(i + 1) * 128, j * 64:(j + 1) * 64], value=nl.exp(t))
+            else:
+                nl.store(out[i * 128:(i + 1) * 128, j * 64:(j + 1) * 64], value=nl.multiply(t, 0.0))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["interpret", "jit"])
+def test_control_flow_on_loop_variables_unrolls_those_loops(mode):
+    x = np.random.default_rng(5).standard_normal((256, 512)).astype(np.float32)
+    ref = np.zeros_like(x)
+    for i in range(2):
+        for j in range(8):
+            blk = (slice(i * 128, (i + 1) * 128), slice(j * 64, (j + 1) * 64))
+            ref[blk] = np.exp(x[blk]) if (i + 1) * 128 - 1 >= j * 64 else 0.0
+    got = early_exit_tiles(x, mode=mode)
+    assert np.allclose(got, ref, rtol=1e-6) and np.array_equal(got == 0, ref == 0)
+    kernel = early_exit_tiles.trace(x)
+    from nki_lite.lower import ir
+    assert not any(isinstance(n, ir.Loop) for n in kernel.body)      # both loops were unrolled
+
+
+@nki.jit
+def branches_on_an_axis_index(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    ip = nl.arange(128)[:, None]
+    if ip < 64:                                              # an axis index: still NL-E802
+        nl.store(out, value=nl.load(x))
+    return out
+
+
+def test_control_flow_on_an_axis_index_stays_an_error():
+    with pytest.raises(errors.KernelSyntaxError) as ei:
+        branches_on_an_axis_index(np.ones((128, 8), np.float32))
+    assert ei.value.code == "NL-E802"

@@ -54,16 +54,29 @@ def test_control_flow_on_tile_names_line_with_caret():
 
 
 def test_control_flow_on_loop_variable():
+    """A branch on loop variables only is decided per iteration (the loop is traced unrolled, as NKI's
+    simulator runs it); a branch on an arange index is NL-E802 at the line."""
     @nki.jit
     def k(x):
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(2):
-            if i == 0:  # MARK-IF-INDEX
+            if i == 0:
                 nl.store(out, nl.load(x))
         return out
 
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    assert np.array_equal(k(x), x)
+
+    @nki.jit
+    def k2(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        ip = nl.arange(4)[:, None]
+        if ip == 0:  # MARK-IF-INDEX
+            nl.store(out, nl.load(x))
+        return out
+
     with pytest.raises(errors.KernelSyntaxError) as ei:
-        k(np.zeros((4, 4), np.float32))
+        k2(x)
     assert ei.value.code == "NL-E802"
     assert f":{line_of('MARK-IF-INDEX')}:" in str(ei.value)
 

@@ -154,9 +154,9 @@ def test_loop_variables_carry_the_users_names():
     e = raised(lambda: uses_loop_var_in_python.trace(spec((128, 8))), errors.KernelSyntaxError, "bad_loop",
                "MARK-BOUND")
     assert "`row`" in e.message and "i0" not in e.message
-    e = raised(lambda: branches_on_loop_var.trace(spec((128, 8))), errors.KernelSyntaxError,
-               "control_flow_on_index", "MARK-BRANCH")
-    assert "`blk - 1 > 0`" in e.message and "i0" not in e.message
+    kernel = branches_on_loop_var.trace(spec((128, 8)))        # loop variables only: traced unrolled
+    from nki_lite.lower import ir
+    assert sum(1 for i, _ in ir.walk(kernel.body) if i.op == "dma_copy") == 4   # blk = 2, 3: load + store
 
 
 @nki.jit

@@ -190,10 +190,19 @@ class Predicate:
 
     def __bool__(self):
         cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)
-        raise _err("control_flow_on_index",
-                   f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
-                   "only known when the kernel runs",
-                   "pass the comparison as mask= to the instruction instead of using if/while")
+        error = _err("control_flow_on_index",
+                     f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
+                     "only known when the kernel runs",
+                     "pass the comparison as mask= to the instruction instead of using if/while")
+        variables = {v for c in self.mask.terms for v, _ in c.expr.terms}
+        from .tracer import active
+        tr = active()
+        if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
+            locs = tr.open_loop_locs(variables)
+            if locs and not locs <= tr.unroll_locs:     # only loop variables: unroll those loops
+                from .ranges import UnrollRequest
+                raise UnrollRequest(locs, error)
+        raise error
 
     def __repr__(self):
         return f"Predicate({self.mask})"

@@ -32,10 +32,25 @@ def _bounds(args, name: str, loc) -> tuple[int, int, int]:
     return r.start, r.step, len(r)
 
 
+class UnrollRequest(Exception):
+    """Raised while tracing when Python control flow depends on the variables of symbolic loops only
+    (`if (i + 1) * 128 - 1 >= j * 512:`, a tile-level early exit): the kernel is traced again with
+    those loops unrolled, so each iteration's branch is taken at trace time — what NKI's simulator,
+    which runs the loops in Python, does. Never escapes lang/trace.py."""
+
+    def __init__(self, locs: set, error: Exception):
+        super().__init__("unroll")
+        self.locs, self.error = locs, error
+
+
 def _symbolic_range(args, kind: str, name: str):
     loc = capture_loc(3)
     tr = current()
     start, step, trip = _bounds(args, name, loc)
+    if (loc.file, loc.line) in tr.unroll_locs:        # a loop whose variable steers Python control flow
+        for v in range(trip):
+            yield start + step * v
+        return
     var = tr.open_loop(trip, kind, start, step, loc)
     finished = False
     try:

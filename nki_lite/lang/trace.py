@@ -66,13 +66,33 @@ def _recursion_error(e: RecursionError):
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
           outputs_in_params: bool = False) -> ir.Kernel:
     """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
-    parameter it writes is an output (written back into the caller's array), the rest stay read-only."""
+    parameter it writes is an output (written back into the caller's array), the rest stay read-only.
+
+    Loops whose variables steer Python control flow are traced unrolled (lang/ranges.UnrollRequest):
+    the kernel is traced again with them unrolled, at most MAX_UNROLL_RETRACES times."""
+    from .ranges import UnrollRequest
+    unroll: set = set()
+    for _ in range(MAX_UNROLL_RETRACES):
+        try:
+            return _trace_once(fn, bound, grid, target, outputs_in_params, frozenset(unroll))
+        except UnrollRequest as u:
+            last = u.error
+            unroll |= u.locs
+    raise last
+
+
+MAX_UNROLL_RETRACES = 8
+
+
+def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
+                outputs_in_params: bool, unroll_locs: frozenset) -> ir.Kernel:
     loc = fn_loc(fn)
     outer = active()
     if outer is not None and outer.fn is fn:        # the kernel calls itself with trace-time constants only
         raise errors.make("recursive_kernel", f"kernel '{fn.__name__}' calls itself: a kernel is traced once into "
                           "straight-line instructions and loops, so it cannot recurse", loc=capture_loc())
     tr = Tracer(fn.__name__, grid, target)
+    tr.unroll_locs = set(unroll_locs)
     tr.broken_loop = None
     tr.fn = fn
     sig = inspect.signature(fn)

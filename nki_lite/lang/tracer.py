@@ -53,6 +53,7 @@ class Tracer:
         self.var_names: dict[str, tuple] = {}        # IR loop variable -> (user's name, start, step)
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
+        self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (see ranges.py)
         self._token = None
 
     # ---- lifetime
@@ -135,6 +136,15 @@ class Tracer:
         self.var_extents[var] = trip
         self.stack.append(_Body(loop=dict(var=var, trip=trip, kind=kind, start=start, step=step, loc=loc)))
         return var
+
+    def open_loop_locs(self, variables) -> set:
+        """(file, line) of the open symbolic loops whose variables are among `variables`."""
+        out = set()
+        for b in self.stack[1:]:
+            if b.loop is not None and b.loop["var"] in variables:
+                loc = b.loop["loc"]
+                out.add((loc.file, loc.line))
+        return out
 
     def close_loop(self, var: str) -> None:
         if self.pending is not None:

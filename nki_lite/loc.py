@@ -7,7 +7,6 @@ from CPython's position table so error carets point at the exact expression.
 from __future__ import annotations
 
 import linecache
-import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -38,18 +37,42 @@ UNKNOWN_LOC = Loc("<unknown>", 0, 0)
 _STDLIB_DIR = _PKG_DIR + "stdlib" + os.sep
 
 
+_INTERNAL: dict[str, bool] = {}     # absolute file name -> _is_internal (loc capture runs per op)
+
+
 def _is_internal(filename: str) -> bool:
     """Frames of nki_lite itself (kernels in nki_lite/stdlib are user-level code)."""
+    hit = _INTERNAL.get(filename)
+    if hit is not None:
+        return hit
     path = os.path.abspath(filename)
-    return path.startswith(_PKG_DIR) and not path.startswith(_STDLIB_DIR)
+    out = path.startswith(_PKG_DIR) and not path.startswith(_STDLIB_DIR)
+    if os.path.isabs(filename):       # a relative name's meaning follows the working directory
+        _INTERNAL[filename] = out
+    return out
+
+
+# code object -> its position table: loc capture runs once per traced op, and skipping to the
+# current instruction in a fresh co_positions() iterator costs time proportional to the function's
+# length. Bounded (cleared when full) so that code objects are not kept alive without limit.
+_POSITIONS: dict = {}
+_POSITIONS_MAX = 256
+
+
+def _positions(code) -> list:
+    table = _POSITIONS.get(code)
+    if table is None:
+        if len(_POSITIONS) >= _POSITIONS_MAX:
+            _POSITIONS.clear()
+        table = _POSITIONS[code] = list(code.co_positions())
+    return table
 
 
 def frame_loc(frame) -> Loc:
     code = frame.f_code
     line, col, end_col = frame.f_lineno, 0, 0
     try:
-        # only the current instruction's position (not the whole table: loc capture is per op)
-        pos = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None))
+        pos = _positions(code)[frame.f_lasti // 2]
         if pos[0] is not None:
             line = pos[0]
             col = pos[2] or 0

@@ -150,3 +150,30 @@ def test_long_unrolled_kernel_jit_equals_interpreter(monkeypatch, opt):
     want = mixed(a, b, 3000, mode="interpret")
     got = mixed(a, b, 3000, mode="jit")
     assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+
+def test_long_kernels_fence_nan_canonicalisation():
+    """Above FENCE_MIN_INSTRUCTIONS the NaN canonicalisations are fenced (LLVM compile time per op
+    halves); shorter kernels keep the plain form (their run-time code is unchanged)."""
+    n = codegen.FENCE_MIN_INSTRUCTIONS
+    short = codegen.generate(chain.trace(_a(), n - 8)).text
+    long = codegen.generate(chain.trace(_a(), n + 8)).text
+    assert "llvm.arithmetic.fence" not in short and "fcmp uno" in short
+    assert long.count("call <16 x float> @llvm.arithmetic.fence.v16f32") >= n
+
+
+@pytest.mark.parametrize("opt", ["0", "2"])
+def test_fenced_canonicalisation_keeps_nan_bits(monkeypatch, opt):
+    """A fenced (long) kernel fed NaNs of every sign and payload, and infinities: bit for bit."""
+    monkeypatch.setenv("NKI_LITE_JIT_OPT", opt)
+    a, b = _a(), _a((128, 64)) * 0.5
+    bits = a.view(np.uint32)
+    bits[::3, ::5] = 0x7F800001                          # signalling NaN, smallest payload
+    bits[1::4, 2::7] = 0xFFC12345                        # negative quiet NaN with a payload
+    bits[2::5, 1::3] = 0x7F800000                        # +inf (inf - inf gives NaN on the way)
+    b.view(np.uint32)[5::6, ::4] = 0xFF800000            # -inf
+    b.view(np.uint32)[::7, 3::6] = 0x7FFFFFFF
+    want = mixed(a, b, 2 * codegen.FENCE_MIN_INSTRUCTIONS, mode="interpret")
+    got = mixed(a, b, 2 * codegen.FENCE_MIN_INSTRUCTIONS, mode="jit")
+    assert np.isnan(want).any()
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()

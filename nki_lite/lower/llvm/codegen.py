@@ -35,6 +35,9 @@ from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASE
                   STATUS_REGION_ENV, STATUS_STOP, STATUS_WORDS)
 ERR_BOUNDS = 1
 CANON_NAN = 0x7FC00000
+# Kernels with more (static, non-alloc) instructions than this fence their NaN canonicalisations (canon()):
+# LLVM's compile time per op halves; kernels this short keep their best code.
+FENCE_MIN_INSTRUCTIONS = 256
 
 
 @dataclass
@@ -91,7 +94,9 @@ class Emitter:
         self.part_weights: dict = {}
         self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
         self.scratch_offset = off
-        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i, _ in ir.walk(kernel.body)] + [0]))
+        instrs = [i for i, _ in ir.walk(kernel.body)]
+        self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i in instrs] + [0]))
+        self.fence_canon = sum(i.op != "alloc" for i in instrs) > FENCE_MIN_INSTRUCTIONS   # canon()
         self.arena_bytes = off + self.scratch_bytes
 
     # ---- vector-width helpers (W = 1: plain scalars)
@@ -252,8 +257,21 @@ class Emitter:
         """NaN -> +qNaN 0x7FC00000 (the contract for arithmetic results)."""
         isnan = self.b.op(f"fcmp uno {self.vt('float')} {val}, zeroinitializer" if self.W > 1
                           else f"fcmp uno float {val}, 0.0")
-        return self.b.op(f"select {self.vt('i1')} {isnan}, {self.vt('float')} "
-                         f"{self.splat(f32_bits(CANON_NAN), 'float')}, {self.vt('float')} {val}")
+        out = self.b.op(f"select {self.vt('i1')} {isnan}, {self.vt('float')} "
+                        f"{self.splat(f32_bits(CANON_NAN), 'float')}, {self.vt('float')} {val}")
+        # Compile time of long kernels (fence_canon, see FENCE_MIN_INSTRUCTIONS): behind a chain of
+        # fused ops, each `fcmp uno` makes LLVM's floating-point class analysis (instcombine,
+        # EarlyCSE, GVN, instsimplify) walk back through the previous selects, both arms and the
+        # condition (exponential up to its depth limit): ~0.6 ms of -O2 per op. An arithmetic fence
+        # is an identity that emits no machine code and stops that walk (10^4 chained adds: -O2
+        # 6.7 s -> 3.3 s). Bits are unchanged (the fence returns its operand); the price is that
+        # LLVM no longer drops a canonicalisation it can prove redundant (chain5 of benchmarks/
+        # jit.py: one more compare per 16 elements), so short kernels keep the plain form.
+        if not self.fence_canon:
+            return out
+        fence = f"llvm.arithmetic.fence.{self.sfx('float')}"
+        self.declare(f"declare {self.vt('float')} @{fence}({self.vt('float')})")
+        return self.b.op(f"call {self.vt('float')} @{fence}({self.vt('float')} {out})")
 
     def operand(self, o, env: dict, domain: str) -> str:
         """An operand (Access or Imm) as an f32 or i64 compute value (vector when W > 1)."""

@@ -229,7 +229,9 @@ def _cf_tile(r):
 
 
 def _cf_index(r):
-    src, R, F = _frame(r, "if i > 0:\n    y = nl.exp({x})\nelse:\n    y = {x}")
+    # an arange index (a branch on loop variables only is legal: the loop is traced unrolled)
+    cond = r.choice(["ip > 0", "i * 128 + ip < 100", "jf < 3"])
+    src, R, F = _frame(r, f"if {cond}:\n    y = nl.exp({{x}})\nelse:\n    y = {{x}}")
     return Bad("control_flow_on_index", src, (_arr(r, (R, F)),), frozenset({"NL-E802"}))
 
 

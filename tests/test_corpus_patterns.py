@@ -491,3 +491,30 @@ def test_control_flow_on_an_axis_index_stays_an_error():
     with pytest.raises(errors.KernelSyntaxError) as ei:
         branches_on_an_axis_index(np.ones((128, 8), np.float32))
     assert ei.value.code == "NL-E802"
+
+
+@nki.jit
+def fill_with_dtype_min(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.full(x.shape, nl.finfo(x.dtype).min, dtype=x.dtype))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["interpret", "jit"])
+@pytest.mark.parametrize("dt", [np.float32, "bfloat16", np.float16])
+def test_finfo_gives_the_dtypes_limits(mode, dt):
+    import ml_dtypes
+    dt = ml_dtypes.bfloat16 if dt == "bfloat16" else dt
+    x = np.zeros((4, 8), dt)
+    r = fill_with_dtype_min(x, mode=mode)
+    assert r.dtype == np.dtype(dt) and (r == ml_dtypes.finfo(dt).min).all()
+
+
+def test_finfo_of_an_integer_dtype_is_an_error():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.finfo(nl.int32)
+        return out
+    with pytest.raises(errors.NkiLiteError, match="floating-point dtype"):
+        k(np.zeros((4, 8), np.float32))

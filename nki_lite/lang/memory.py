@@ -223,3 +223,27 @@ def ones_like(a, dtype=None, *, buffer=None, name: str = ""):
 @api("nl.empty_like", ignored=("lazy_initialization",))
 def empty_like(a, dtype=None, *, buffer=None, name: str = ""):
     return _like(a, dtype, buffer, name, None)
+
+
+@api("nl.finfo")
+def finfo(dtype):
+    """nl.finfo(dtype): machine limits of a float dtype (min, max, eps, tiny, bits, ...) at trace time,
+    as numpy's / ml_dtypes' finfo of its storage type (tfloat32: float32's, whose storage it is)."""
+    import ml_dtypes
+    name = resolve_dtype(dtype, capture_loc(2))
+    if D.INFO[name].kind != "f":
+        raise errors.make("dtype", f"nl.finfo takes a floating-point dtype, got {name}", loc=capture_loc(2),
+                          hint="use numpy's iinfo for integer limits")
+    fi = ml_dtypes.finfo(D.storage(name))
+    return _FInfo(name, float(fi.min), float(fi.max), float(fi.eps), float(fi.tiny), int(fi.bits))
+
+
+class _FInfo:
+    """nl.finfo's result: the limits as Python numbers (usable as fill values and scalar operands)."""
+
+    def __init__(self, dtype: str, min: float, max: float, eps: float, tiny: float, bits: int):  # noqa: A002
+        self.dtype, self.min, self.max, self.eps, self.tiny, self.bits = dtype, min, max, eps, tiny, bits
+        self.smallest_normal = tiny
+
+    def __repr__(self) -> str:
+        return f"finfo(dtype={self.dtype}, min={self.min}, max={self.max}, eps={self.eps})"

@@ -23,7 +23,7 @@ test-slow: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(VPY) -m pip install -q -e '.[bench]'
-	$(VPY) benchmarks/jit.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VPY) benchmarks/jit.py
 
 bench-stdlib: $(VENV)/.installed
 	$(VPY) -m pip install -q -e '.[bench]'

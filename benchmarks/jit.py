@@ -22,7 +22,7 @@ import numpy as np
 os.environ.setdefault("NKI_LITE_DEBUG", "0")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import header, interleaved  # noqa: E402
+from machine import fma_peak_gflops, header, interleaved, threads_line  # noqa: E402
 
 import nki_lite as nki  # noqa: E402
 import nki_lite.language as nl  # noqa: E402
@@ -70,7 +70,7 @@ def run_cases(quick: bool, reps: int) -> list:
     x = rng.standard_normal((n, n)).astype(np.float32)
     out, tmp, mine = np.empty_like(x), np.empty((n, 1), np.float32), np.empty_like(x)
     a, b = interleaved(lambda: row_softmax(x, out=mine), lambda: numpy_softmax(x, out, tmp), reps)
-    rows.append((f"row softmax {n}x{n} fp32", a, b, mine.tobytes()))
+    rows.append((f"row softmax {n}x{n} fp32", a, b, mine.tobytes(), None))
 
     m = 4096 * 4096 if not quick else 1024 * 1024            # 64 MB per fp32 operand (quick: 4 MB)
     r = 128 * (m // (128 * 2048) or 1)
@@ -79,19 +79,19 @@ def run_cases(quick: bool, reps: int) -> list:
     ys = rng.standard_normal((r, cols)).astype(np.float32)
     oc, mc = np.empty_like(xs), np.empty_like(xs)
     a, b = interleaved(lambda: chain5(xs, ys, out=mc), lambda: numpy_chain(xs, ys, oc), reps)
-    rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b, mc.tobytes()))
+    rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b, mc.tobytes(), None))
 
     for size in ((1024,) if quick else (1024, 2048)):
         lhsT = rng.standard_normal((size, size)).astype(np.float32)
         rhs = rng.standard_normal((size, size)).astype(np.float32)
         mo, mm = np.empty((size, size), np.float32), np.empty((size, size), np.float32)
         a, b = interleaved(lambda: tiled_matmul(lhsT, rhs, out=mm), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
-        rows.append((f"tiled matmul {size}^3 fp32", a, b, mm.tobytes()))
+        rows.append((f"tiled matmul {size}^3 fp32", a, b, mm.tobytes(), 2 * size ** 3))
         l8 = lhsT.astype(ml_dtypes.float8_e4m3)
         r8 = rhs.astype(ml_dtypes.float8_e4m3)
         a, b = interleaved(lambda: tiled_matmul(l8, r8, out=mm),
                            lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps)
-        rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b, mm.tobytes()))
+        rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b, mm.tobytes(), 2 * size ** 3))
 
     return rows
 
@@ -109,13 +109,19 @@ def main() -> None:
     for label, threads in (("one thread", 1), (f"all cores ({os.cpu_count()})", 0)):
         os.environ["NKI_LITE_NUM_THREADS"] = str(threads)
         limiter = threadpool_limits(threads or None) if threadpool_limits else None
+        tl = threads_line(threads)
         rows = run_cases(quick, reps)
         if limiter is not None:
             limiter.restore_original_limits()
-        print(f"\n{label}")
-        print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s}")
-        for name, a, b, _ in rows:
-            print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x")
+        print(f"\n{label}; {tl}")
+        print(f"{'case':52s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'speedup':>8s} {'nki GFLOP/s':>12s} "
+              f"{'numpy GFLOP/s':>14s}")
+        peak = fma_peak_gflops()
+        for name, a, b, _, flops in rows:
+            gf = f" {flops / a * 1e-9:12.1f} {flops / b * 1e-9:14.1f}" if flops else ""
+            if threads == 1 and flops and peak and max(flops / a, flops / b) * 1e-9 > peak[0]:
+                gf += "  !! above one core's FMA peak: check the measurement"
+            print(f"{name:52s} {a * 1e3:12.2f} {b * 1e3:10.2f} {b / a:7.2f}x{gf}")
         if first is None:
             first = rows
         else:

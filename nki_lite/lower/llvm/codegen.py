@@ -343,6 +343,15 @@ class Emitter:
         self.b.br("fail_exit")
         self.b.block(self.b.new_label("dead"))
 
+    def propagate_status(self, rc: str, tag: str) -> None:
+        """A callee's return code leaves this function the same way: 1 (an error report is in the
+        status words) through fail_exit, 2 (a stop request) through stop_exit."""
+        b = self.b
+        for code, exit_label in ((1, "fail_exit"), (2, "stop_exit")):
+            with b.if_(b.op(f"icmp eq i32 {rc}, {code}"), tag + ("f" if code == 1 else "s")):
+                b.br(exit_label)
+                b.block(b.new_label("dead"))
+
     def check_bounds(self, instr: ir.Instr, ctx: _Ctx, accesses, shape_of) -> str | None:
         """Range check of every access at instruction entry. Returns an i1 'needs per-element checks'
         flag for masked instructions (None when none can be needed), and fails otherwise."""
@@ -481,12 +490,7 @@ class Emitter:
             b.emit(f"store i64 {b.op(f'ptrtoint ptr {ptr} to i64')}, ptr {q}, align 8")
         fn = b.op(f"inttoptr i64 {self.dispatch_word} to ptr")
         rc = b.op(f"call i32 {fn}(i64 {k}, ptr %status)")
-        with b.if_(b.op(f"icmp eq i32 {rc}, 1"), "rgf"):
-            b.br("fail_exit")
-            b.block(b.new_label("dead"))
-        with b.if_(b.op(f"icmp eq i32 {rc}, 2"), "rgs"):
-            b.br("stop_exit")
-            b.block(b.new_label("dead"))
+        self.propagate_status(rc, "rg")
         b.br(done)
         b.block(other)
         self.serial_loop(n, ctx)

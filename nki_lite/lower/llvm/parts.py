@@ -73,9 +73,4 @@ def emit_call(em, part: list, ctx) -> None:
     b = em.b
     args = "".join(f", i64 {ctx.env[n]}" for n in ctx.names)
     rc = b.op(f"call i32 @{name}(ptr %args, ptr %arena, ptr %status, ptr %print_cb{args})")
-    with b.if_(b.op(f"icmp eq i32 {rc}, 1"), "ptf"):
-        b.br("fail_exit")
-        b.block(b.new_label("dead"))
-    with b.if_(b.op(f"icmp eq i32 {rc}, 2"), "pts"):
-        b.br("stop_exit")
-        b.block(b.new_label("dead"))
+    em.propagate_status(rc, "pt")

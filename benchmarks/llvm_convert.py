@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nki_lite.lang import dtypes as D  # noqa: E402
+from nki_lite.core import dtypes as D
 from nki_lite.lower.llvm import convert as LC  # noqa: E402
 from nki_lite.lower.llvm import target  # noqa: E402
 from nki_lite.numerics import convert  # noqa: E402

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 
 import nki_lite
-from nki_lite.lower import ir
+from .core import ir
 from nki_lite.stdlib.elementwise import spmd_add
 from nki_lite.stdlib.matmul_kernels import tiled_matmul
 from nki_lite.stdlib.norm_kernels import rmsnorm_tutorial as rmsnorm

@@ -3,8 +3,7 @@
 Everything here is re-exported from nki_lite/lang; see docs/status.md for what is built.
 """
 from .lang.api import api as _api
-from .lang.dtypes import (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32,  # noqa: F401
-                          int8, int16, int32, tfloat32, uint8, uint16, uint32)
+from .core.dtypes import bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32, uint8, uint16, uint32
 from .lang.index import arange, ds, mgrid  # noqa: F401
 from .lang.memory import (empty_like, finfo, full, hbm, ndarray, ones, ones_like, par_dim, private_hbm, psum,  # noqa: F401
                           sbuf, shared_hbm, zeros, zeros_like)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lang import dtypes as D
+from .core import dtypes as D
 
 # (rtol, atol) per output format: a few units in the last place, atol for values near zero.
 TOLERANCES = {

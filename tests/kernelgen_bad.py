@@ -34,7 +34,7 @@ import nki_lite.isa as nisa
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite import errors
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 
 _COUNTER = itertools.count()
 FLOATS = ["float32", "bfloat16", "float16"]

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import nki_lite as nki
 import nki_lite.language as nl
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 
 F32 = np.float32
 CANON_NAN = np.uint32(0x7FC00000)

@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 from nki_lite.numerics import bitcodec, convert
 
 SLOW = os.environ.get("NKI_LITE_SLOW_TESTS") == "1"

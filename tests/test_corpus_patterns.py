@@ -474,7 +474,7 @@ def test_control_flow_on_loop_variables_unrolls_those_loops(mode):
     got = early_exit_tiles(x, mode=mode)
     assert np.allclose(got, ref, rtol=1e-6) and np.array_equal(got == 0, ref == 0)
     kernel = early_exit_tiles.trace(x)
-    from nki_lite.lower import ir
+    from nki_lite.core import ir
     assert not any(isinstance(n, ir.Loop) for n in kernel.body)      # both loops were unrolled
 
 

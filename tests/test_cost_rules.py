@@ -10,9 +10,9 @@ import nki_lite.isa as nisa
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite.lower.cost.rules import CostCtx, cost_of
-from nki_lite.lower.cost.targets import TARGETS
-from nki_lite.lower.ir import walk
-from nki_lite.lower.ops import BACKENDS, OPS, missing_rules
+from nki_lite.core.targets import TARGETS
+from nki_lite.core.ir import walk
+from nki_lite.core.ops import BACKENDS, OPS, missing_rules
 
 
 def _costs(kernel, *args, target="trn1"):

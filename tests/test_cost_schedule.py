@@ -14,10 +14,10 @@ import pytest
 import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 from nki_lite.lower.cost.schedule import Plan, Simulator
-from nki_lite.lower.cost.targets import TARGETS
-from nki_lite.lower.ir import walk
+from nki_lite.core.targets import TARGETS
+from nki_lite.core.ir import walk
 from tests.kernels import matmul_tutorial as MT
 from tests.kernels import tutorial_style as T
 

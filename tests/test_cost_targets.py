@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from nki_lite.lower.cost.targets import TARGET_NOTES, TARGETS, Target
+from nki_lite.core.targets import TARGET_NOTES, TARGETS, Target
 
 KiB = 1024
 

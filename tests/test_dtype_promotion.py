@@ -1,4 +1,4 @@
-"""NKI dtype promotion (shared/NKI_REFERENCE.md §2.4) via nki_lite.lang.dtypes.promote and via the
+"""NKI dtype promotion (shared/NKI_REFERENCE.md §2.4) via nki_lite.core.dtypes.promote and via the
 output dtype of traced ops, Python/numpy scalars as operands, and the dtype objects themselves.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 
 from .oracle import (ALL, ALL_WITH_BOOL, INTS, Scalar, assert_bits, check_dtype, f32_to, map1_kernel, map2_kernel,
                      random_codes, ref_ops, storage, values, widen)

@@ -8,8 +8,8 @@ import pytest
 import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
-from nki_lite.lower import ir
-from nki_lite.lower.ops import BACKENDS, OPS, missing_rules
+from nki_lite.core import ir
+from nki_lite.core.ops import BACKENDS, OPS, missing_rules
 from nki_lite.typing import tensor
 
 from .kernels.tutorial_style import spmd_add, tiled_matmul
@@ -53,7 +53,7 @@ def test_every_op_has_every_backend():
 
 
 def test_registry_rejects_unknown_op():
-    from nki_lite.lower.ops import rule
+    from nki_lite.core.ops import rule
     with pytest.raises(KeyError):
         rule("interpret", "no_such_op")(lambda m, i, e: None)
 

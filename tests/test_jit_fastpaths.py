@@ -11,7 +11,7 @@ import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
-from nki_lite.lower import ir
+from nki_lite.core import ir
 from nki_lite.lower.llvm import mathlib
 from nki_lite.lower.llvm.forward import prepare
 from nki_lite.lower.llvm.target import jit_supported

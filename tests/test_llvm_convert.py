@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 from nki_lite.lower.llvm import convert as LC
 from nki_lite.lower.llvm import target
 from nki_lite.numerics import convert

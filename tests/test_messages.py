@@ -155,7 +155,7 @@ def test_loop_variables_carry_the_users_names():
                "MARK-BOUND")
     assert "`row`" in e.message and "i0" not in e.message
     kernel = branches_on_loop_var.trace(spec((128, 8)))        # loop variables only: traced unrolled
-    from nki_lite.lower import ir
+    from nki_lite.core import ir
     assert sum(1 for i, _ in ir.walk(kernel.body) if i.op == "dma_copy") == 4   # blk = 2, 3: load + store
 
 

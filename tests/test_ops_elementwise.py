@@ -20,7 +20,7 @@ import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
-from nki_lite.lang import dtypes as D
+from nki_lite.core import dtypes as D
 from nki_lite.testing import assert_close
 
 from .oracle import (ARITH, BITWISE, COMPARE, FLOATS, INTS, LOGICAL, F32, Scalar, assert_bits, canon, cdiv,

@@ -23,7 +23,7 @@ import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
-from nki_lite.lower import ir
+from nki_lite.core import ir
 from nki_lite.numerics import fp32math
 from nki_lite.testing import assert_close
 

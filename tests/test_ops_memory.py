@@ -19,7 +19,7 @@ import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
-from nki_lite.runtime.interpreter import SENTINEL
+from nki_lite.core.bits import UNINIT_SENTINEL as SENTINEL
 
 from .kernels.tutorial_style import spmd_add
 from .oracle import (ALL, ALL_WITH_BOOL, FLOATS, F32, assert_bits, cdiv, check_dtype, convert_ref, f32_to,

@@ -328,7 +328,7 @@ def test_attention_2d_and_scale():
 def test_attention_causal_skips_masked_blocks():
     """Causal attention traces only the key blocks at or below the diagonal: for S = 2048 that is
     sum over the 16 query tiles of ceil(128 (i + 1) / 512) = 40 of the 64 score blocks."""
-    from nki_lite.lower import ir
+    from nki_lite.core import ir
     q = _rand(26, (1, 1, 2048, 64))
 
     def score_matmuls(causal):

@@ -9,7 +9,7 @@ from nki_lite import errors
 
 from .markers import marker_helpers, spec
 from nki_lite.loc import Loc
-from nki_lite.lower import ir
+from nki_lite.core import ir
 from nki_lite.lower.verify import verify
 
 HERE, line_of, _expect = marker_helpers(__file__)

@@ -1,7 +1,7 @@
 """Symbolic indices: loop variables, program ids, nl.arange / nl.mgrid expressions and masks.
 
 Contract:
-- `Index` is an affine expression (lower.affine.Affine) plus a *layout*: its rank and the extent
+- `Index` is an affine expression (core.affine.Affine) plus a *layout*: its rank and the extent
   of each axis variable `@k` it uses. Loop variables and program ids have rank 0; `nl.arange(n)`
   has rank 1 and must be lifted with `[:, None]` / `[None, :]` before indexing tiles.
 - Arithmetic with ints and other `Index`es stays affine (multiplying two symbolic values is an
@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower.affine import Affine, Cmp, Mask, axis_var
+from ..core.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
 from .tracer import user_text

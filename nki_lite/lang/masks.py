@@ -7,7 +7,7 @@ predicate's layout is axis k of the instruction's iteration space `shape`.
 from __future__ import annotations
 
 from .. import errors
-from ..lower.affine import Affine, Cmp, Mask
+from ..core.affine import Affine, Cmp, Mask
 from .index import Predicate
 
 

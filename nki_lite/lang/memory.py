@@ -13,8 +13,8 @@ import numpy as np
 
 from .. import errors
 from ..loc import Loc, capture_loc
-from ..lower import ir
-from . import dtypes as D
+from ..core import ir
+from ..core import dtypes as D
 from .api import api
 from .tracer import Tracer, attrs, current
 

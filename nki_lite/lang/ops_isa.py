@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower import ir
-from . import dtypes as D
+from ..core import ir
+from ..core import dtypes as D
 from .api import api, isa
 from .masks import to_mask
 from .memory import check_shape, new_buffer, resolve_dtype

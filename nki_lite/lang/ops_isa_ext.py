@@ -10,8 +10,8 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower import ir
-from . import dtypes as D
+from ..core import ir
+from ..core import dtypes as D
 from .api import api, isa
 from .index import Index, Predicate
 from .masks import to_mask
@@ -155,7 +155,7 @@ def iota(expr, dtype, *, mask=None):
     tr = current()
     loc = capture_loc(2)
     if isinstance(expr, (int, np.integer)):
-        expr = Index(__import__("nki_lite.lower.affine", fromlist=["Affine"]).Affine(int(expr)), 2, {})
+        expr = Index(__import__("nki_lite.core.affine", fromlist=["Affine"]).Affine(int(expr)), 2, {})
     if not isinstance(expr, Index) or expr.ndim < 2:
         raise errors.make("bad_index", "nisa.iota takes an affine expression of 2-D nl.arange indices, e.g. "
                           "nl.arange(128)[:, None] + nl.arange(64)[None, :]", loc=loc)

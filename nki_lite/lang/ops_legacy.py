@@ -66,7 +66,7 @@ class dge_mode:  # noqa: N801
 
 @isa("nisa.dma_copy")
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None) -> None:
-    from ..lower import ir
+    from ..core import ir
     from .masks import to_mask
     from .tile import Tile, broadcast_access
     from .tracer import attrs, current

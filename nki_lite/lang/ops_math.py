@@ -14,10 +14,10 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower import ir
-from ..lower.affine import Affine, axis_var
+from ..core import ir
+from ..core.affine import Affine, axis_var
 from ..numerics import alu
-from . import dtypes as D
+from ..core import dtypes as D
 from .api import api
 from .masks import to_mask
 from .memory import new_buffer, resolve_dtype

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower import ir
-from . import dtypes as D
+from ..core import ir
+from ..core import dtypes as D
 from .api import api
 from .masks import to_mask
 from .memory import new_buffer, resolve_dtype
@@ -161,7 +161,7 @@ def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
 @api("nl.load_transpose2d")
 def load_transpose2d(src, *, mask=None, dtype=None) -> Tile:
     """nl.load_transpose2d: HBM [R, C] -> SBUF tile [C, R] (the DMA transposes)."""
-    from ..lower.affine import Affine, axis_var
+    from ..core.affine import Affine, axis_var
     tr = current()
     loc = capture_loc(2)
     src = _require_tile(src, "src", "load_transpose2d", loc)

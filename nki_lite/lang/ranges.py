@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower.affine import Affine
+from ..core.affine import Affine
 from .api import api
 from .index import Index
 from .tracer import current, user_text

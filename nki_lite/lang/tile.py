@@ -17,9 +17,9 @@ import numpy as np
 
 from .. import errors
 from ..loc import capture_loc
-from ..lower import ir
-from ..lower.affine import Affine, axis_var
-from . import dtypes as D
+from ..core import ir
+from ..core.affine import Affine, axis_var
+from ..core import dtypes as D
 from .index import DynSlice, Index, as_index
 from .tracer import Tracer, attrs, user_text
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from .. import errors
 from ..loc import Loc, UNKNOWN_LOC, capture_loc
-from ..lower import ir
+from ..core import ir
 from ..typing import TensorSpec, is_mutable_annotation
-from . import dtypes as D
+from ..core import dtypes as D
 from . import purity, source, syntax
 from .tile import Tile
 from .tracer import Tracer, active

@@ -13,8 +13,8 @@ from typing import Any
 
 from .. import errors
 from ..loc import Loc, capture_loc
-from ..lower import ir
-from ..lower.affine import Mask
+from ..core import ir
+from ..core.affine import Mask
 
 _CURRENT: contextvars.ContextVar["Tracer | None"] = contextvars.ContextVar("nki_lite_tracer", default=None)
 
@@ -176,7 +176,7 @@ def user_text(expr) -> str:
     tr = _CURRENT.get()
     if tr is None or not tr.var_names:
         return str(expr)
-    from ..lower.affine import Affine
+    from ..core.affine import Affine
     const, terms = expr.const, {}
     for v, c in expr.terms:
         name, start, step = tr.var_names.get(v, (None, 0, 1))

@@ -13,8 +13,8 @@ import itertools
 
 import numpy as np
 
-from . import ir
-from .affine import Affine, axis_var
+from ..core import ir
+from ..core.affine import Affine, axis_var
 
 BUDGET = 1 << 20          # points enumerated per dimension
 

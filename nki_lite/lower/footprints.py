@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .affine import Affine
-from .ir import Space
+from ..core.affine import Affine
+from ..core.ir import Space
 from .verify_common import Ctx, Site, accesses, enumerate_points, itemsize, prod
 
 _BUDGET = 1 << 20

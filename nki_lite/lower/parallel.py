@@ -25,8 +25,8 @@ so what they read and write needs no further condition. False means "not proven"
 """
 from __future__ import annotations
 
-from . import ir
-from .affine import Affine, axis_var
+from ..core import ir
+from ..core.affine import Affine, axis_var
 
 
 def _span(e: Affine, ext: dict, skip: str) -> int:

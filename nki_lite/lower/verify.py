@@ -17,7 +17,7 @@ the exact integer range solver, naming) in verify_common.
 """
 from __future__ import annotations
 
-from .ir import Kernel
+from ..core.ir import Kernel
 
 
 class OutputCoverageWarning(UserWarning):

@@ -27,11 +27,11 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..lang import dtypes as D
-from .affine import Affine, Cmp, axis_of, is_axis_var
-from .cost.targets import TARGETS, Target
-from .ir import Access, Buffer, Instr, Kernel, Loop, Space
-from .ops import OPS
+from ..core import dtypes as D
+from ..core.affine import Affine, Cmp, axis_of, is_axis_var
+from ..core.targets import TARGETS, Target
+from ..core.ir import Access, Buffer, Instr, Kernel, Loop, Space
+from ..core.ops import OPS
 
 BUDGET = 1 << 20          # points enumerated per question before giving up (never an error)
 

@@ -21,8 +21,8 @@ import itertools
 import numpy as np
 
 from .. import errors
-from .affine import Affine
-from .ir import Access, Space
+from ..core.affine import Affine
+from ..core.ir import Access, Space
 from .verify_common import BUDGET, Ctx, Range, Site, access_space, enumerate_points, prod, short, solve_range
 
 _SAMPLE_Y = 16

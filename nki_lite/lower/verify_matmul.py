@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import errors
-from .affine import Affine, is_axis_var
-from .ir import Space
+from ..core.affine import Affine, is_axis_var
+from ..core.ir import Space
 from .verify_common import Ctx, Site, fmt_shape, itemsize, prod, render
 
 MATMUL_DTYPES = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")

@@ -21,7 +21,7 @@ nl.tile_size.psum_fmax = 512 fp32, "maximum free dimension of a tile on PSUM buf
 from __future__ import annotations
 
 from .. import errors
-from .ir import Space
+from ..core.ir import Space
 from .verify_common import Ctx, Site, accesses, buf_desc, is_dma, itemsize, prod, short
 
 _TOP = 5

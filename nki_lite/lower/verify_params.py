@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 
 from .. import errors
-from .affine import Affine
-from .ir import Space
+from ..core.affine import Affine
+from ..core.ir import Space
 from .verify_common import BUDGET, EMPTY, Ctx, access_space, enumerate_points, prod, short, solve_range
 
 _COVER_POINTS = 1 << 18

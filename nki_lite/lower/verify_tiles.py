@@ -11,7 +11,7 @@ a Tensor Engine transpose is at most 128x128 and a Vector Engine transpose at mo
 from __future__ import annotations
 
 from .. import errors
-from .ir import Space
+from ..core.ir import Space
 from .verify_common import MULTI, Ctx, Site, accesses, buf_desc, engine_of, fmt_shape, is_compute, \
     partition_axis, prod
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lang import dtypes as D
+from ..core import dtypes as D
 from . import bitcodec
 
 _I64_MAX_F = float(2 ** 63)     # first float64 value above int64's range

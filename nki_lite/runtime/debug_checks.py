@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config, errors
-from ..lang import dtypes as D
-from ..lower import ir
+from ..core import dtypes as D
+from ..core import ir
 from ..lower.verify_deps import _hbm_shared_across
 from .interpreter import Machine
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lang import dtypes as D
-from ..lower import ir
-from ..lower.ops import rule
+from ..core import dtypes as D
+from ..core import ir
+from ..core.ops import rule
 from ..numerics import alu
 from ..numerics.convert import round_to
 from .interpret_rules import F32, _alu, _finish, _is_int, _value

@@ -22,13 +22,12 @@ from typing import Mapping
 import numpy as np
 
 from .. import errors, hostmem
-from ..lang import dtypes as D
-from ..lower import ir
-from ..lower.affine import Mask
-from ..lower.ops import OPS
+from ..core import dtypes as D
+from ..core import ir
+from ..core.affine import Mask
+from ..core.bits import UNINIT_SENTINEL
+from ..core.ops import OPS
 
-SENTINEL = {"int8": -0x5B, "int16": -0x5A5B, "int32": -0x5A5A5A5B, "uint8": 0xA5, "uint16": 0xA5A5,
-            "uint32": 0xA5A5A5A5}
 
 
 def fill_uninit(arr: np.ndarray, dtype: str) -> None:
@@ -38,7 +37,7 @@ def fill_uninit(arr: np.ndarray, dtype: str) -> None:
     elif info.kind == "b":
         arr[...] = True
     else:
-        arr[...] = SENTINEL[dtype]
+        arr[...] = UNINIT_SENTINEL[dtype]
 
 
 class _Memory(dict):

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import config, errors, hostmem
-from ..lang import dtypes as D
-from ..lower import ir
+from ..core import dtypes as D
+from ..core import ir
 from ..lower.llvm import target as T
 from ..lower.llvm.abi import STATUS_PROG_HI as _PROG_HI
 from ..lower.llvm.abi import STATUS_PROG_LO as _PROG_LO

@@ -23,10 +23,10 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import config, errors, gcpause, hostmem
-from ..lang import dtypes as D
+from ..core import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lang.tracer import active as _tracer_active
-from ..lower import ir
+from ..core import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
 from ..typing import TensorSpec

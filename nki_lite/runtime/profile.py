@@ -21,10 +21,10 @@ import os
 from dataclasses import dataclass
 
 from .. import errors
-from ..lower import ir
+from ..core import ir
 from ..lower.cost import rules as _rules  # noqa: F401  (registers the cost rules)
 from ..lower.cost.schedule import Plan, ScheduleResult, Simulator, Totals, totals
-from ..lower.cost.targets import TARGETS, Target
+from ..core.targets import TARGETS, Target
 
 ENGINE_TRACKS = (("tensor", "Tensor"), ("vector", "Vector"), ("scalar", "Scalar"), ("gpsimd", "GpSimd"))
 

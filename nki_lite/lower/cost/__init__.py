@@ -3,4 +3,4 @@
 Importing this package registers the "cost" rule of every op (lower/ops.py).
 """
 from . import rules  # noqa: F401  (registers @rule("cost", op) for every op)
-from .targets import TARGETS, Target  # noqa: F401
+from ...core.targets import TARGETS, Target

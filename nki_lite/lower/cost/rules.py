@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ...lang import dtypes as D
-from ..affine import axis_of, is_axis_var
-from ..ir import Access, Buffer, Imm, Instr, Space
-from ..ops import OPS, rule
-from .targets import Target
+from ...core import dtypes as D
+from ...core.affine import axis_of, is_axis_var
+from ...core.ir import Access, Buffer, Imm, Instr, Space
+from ...core.ops import OPS, rule
+from ...core.targets import Target
 
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 TWO_BYTE = frozenset({"bfloat16", "float16"})

@@ -35,11 +35,11 @@ from itertools import chain
 
 import numpy as np
 
-from ...lang import dtypes as D
-from ..affine import Affine, axis_of, is_axis_var
-from ..ir import Access, Instr, Kernel, Loop, Space
+from ...core import dtypes as D
+from ...core.affine import Affine, axis_of, is_axis_var
+from ...core.ir import Access, Instr, Kernel, Loop, Space
 from .rules import COMPUTE_ENGINES, Cost, CostCtx, cost_of, engine_of
-from .targets import Target
+from ...core.targets import Target
 
 MIN_SAMPLES = 3            # samples per phase compared: two equal increments
 MAX_SIM = 64               # iterations simulated per loop level before a forced extrapolation

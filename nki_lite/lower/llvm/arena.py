@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import heapq
 
-from ...lang import dtypes as D
-from .. import ir
+from ...core import dtypes as D
+from ...core import ir
 from ..liveness import live_ranges
 from ..parallel import program_space
 from .parts import split

@@ -22,10 +22,11 @@ import contextlib
 import platform
 from dataclasses import dataclass
 
-from ...lang import dtypes as D
-from .. import ir
-from ..affine import Affine, Mask, axis_var
-from ..ops import OPS
+from ...core import dtypes as D
+from ...core import ir
+from ...core.affine import Affine, Mask, axis_var
+from ...core.bits import CANON_NAN
+from ...core.ops import OPS
 from . import convert as CV
 from .arena import layout
 from .irbuilder import FnBuilder, f32, f32_bits
@@ -34,7 +35,6 @@ from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASE
                   STATUS_PRIVATE_ARENA, STATUS_PROG_HI, STATUS_PROG_LO, STATUS_REGION_ARENA, STATUS_REGION_ARGS,
                   STATUS_REGION_ENV, STATUS_STOP, STATUS_WORDS)
 ERR_BOUNDS = 1
-CANON_NAN = 0x7FC00000
 # Kernels with more (static, non-alloc) instructions than this fence their NaN canonicalisations (canon()):
 # LLVM's compile time per op halves; kernels this short keep their best code.
 FENCE_MIN_INSTRUCTIONS = 256

@@ -36,7 +36,7 @@ import struct
 
 import numpy as np
 
-from ...lang import dtypes as D
+from ...core import dtypes as D
 
 __all__ = ["STORAGE_LLVM", "vec", "decode", "encode", "int_from_f32", "int_from_i64",
            "f32_from_int", "i64_from_int", "FLOAT_NAMES", "INT_NAMES"]

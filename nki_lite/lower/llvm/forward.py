@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import ir
-from ..affine import Affine, Mask, axis_var
+from ...core import ir
+from ...core.affine import Affine, Mask, axis_var
 
 # ops whose llvm rules read inputs through generic accesses (any memory space)
 _READERS = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",

@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 
-from .. import ir
-from ..affine import axis_var
-from ..ops import OPS
+from ...core import ir
+from ...core.affine import axis_var
+from ...core.ops import OPS
 
 FUSABLE = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
            "select"}

@@ -21,7 +21,7 @@ Contract:
 """
 from __future__ import annotations
 
-from .. import ir
+from ...core import ir
 
 PART_WEIGHT = 64
 

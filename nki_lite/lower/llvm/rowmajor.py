@@ -13,8 +13,8 @@ Buffers the body only reads are unconstrained. Nested loops are not reordered.
 """
 from __future__ import annotations
 
-from .. import ir
-from ..affine import axis_var
+from ...core import ir
+from ...core.affine import axis_var
 
 ROW_OPS = {"dma_copy", "tensor_copy", "memset", "activation", "tensor_tensor", "tensor_scalar",
            "scalar_tensor_tensor", "select", "tensor_reduce"}

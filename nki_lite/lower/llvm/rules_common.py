@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 
-from ...lang import dtypes as D
+from ...core import dtypes as D
 from ...numerics import alu
-from .. import ir
-from ..affine import Affine, axis_var
+from ...core import ir
+from ...core.affine import Affine, axis_var
 from .irbuilder import f32, f32_bits
 
 LANES = alu.REDUCE_LANES

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import contextlib
 
-from .. import ir
-from ..affine import axis_var
-from ..ops import rule
+from ...core import ir
+from ...core.affine import axis_var
+from ...core.ops import rule
 from . import mathlib as ML
 from .irbuilder import f32
 from .rules_common import LANES, alu_op, alu_rev, domain, elementwise
 
 
 def _width(em, instr) -> int:
-    from ...lang import dtypes as D
+    from ...core import dtypes as D
     return D.INFO[em.dtype(instr.out)].bits
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...lang import dtypes as D
+from ...core import dtypes as D
 from ...numerics.convert import round_to
-from ...runtime.interpreter import SENTINEL
-from .. import ir
-from ..affine import Affine, axis_var
-from ..ops import rule
+from ...core.bits import UNINIT_SENTINEL
+from ...core import ir
+from ...core.affine import Affine, axis_var
+from ...core.ops import rule
 from .rules_common import elementwise
 
 
@@ -32,7 +32,7 @@ def uninit_bits(dtype: str) -> str:
         return _const_bits(round_to(np.array([np.nan], np.float32), dtype), dtype)
     if info.kind == "b":
         return "1"
-    return _const_bits(np.array([SENTINEL[dtype]]).astype(info.storage), dtype)
+    return _const_bits(np.array([UNINIT_SENTINEL[dtype]]).astype(info.storage), dtype)
 
 
 @rule("llvm", "alloc")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 
 from ...numerics import alu
-from .. import ir
-from ..affine import Affine, axis_var
-from ..ops import rule
-from .codegen import CANON_NAN
+from ...core import ir
+from ...core.affine import Affine, axis_var
+from ...core.ops import rule
+from ...core.bits import CANON_NAN
 from .irbuilder import f32_bits
 from .rules_common import LANES, Lanes, RowAny, alu_op, domain, flat_axes, identity
 

@@ -5,7 +5,7 @@ interpreter before and after). `run_default(kernel)` is the pipeline all backend
 """
 from __future__ import annotations
 
-from ..ir import Kernel
+from ...core.ir import Kernel
 from .drop_empty import drop_empty
 from .fold_copies import fold_copies
 

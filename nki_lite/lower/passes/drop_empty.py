@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ... import errors
-from ..ir import Access, Instr, Kernel, Loop
+from ...core.ir import Access, Instr, Kernel, Loop
 
 
 def _empty(acc) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from ..ir import Access, Instr, Kernel, Loop, walk
+from ...core.ir import Access, Instr, Kernel, Loop, walk
 
 
 

@@ -156,7 +156,8 @@ def is_compute(instr) -> bool:
 
 def is_dma(instr) -> bool:
     op = OPS.get(instr.op)
-    return op is not None and op.kind == "dma" or ((op is None or op.kind == "compute") and engine_of(instr) == "dma")
+    return ((op is not None and op.kind == "dma")
+            or ((op is None or op.kind == "compute") and engine_of(instr) == "dma"))
 
 
 def host_effect(instr) -> bool:

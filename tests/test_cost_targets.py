@@ -39,6 +39,8 @@ PINNED = {
     "matmul_fp32_factor": (4.0,     4.0,        4.0),       # §3.1/§4.7
     "fp8_double_row":  (False,      True,       True),      # §3.1/§3.2
     "fp8_double_row_rate": (1.0,    2.0,        2.0),       # §3.1
+    "transpose_tensor_max": (128,   128,        128),       # §2 nc_transpose
+    "transpose_vector_max": (32,    32,         32),        # §2 nc_transpose
     "tensor_fp32_transpose_factor": (4.0, 2.0,  2.0),       # §4.7, §3.1 (trn3 assumed)
     "min_ii":          (64,         64,         64),        # §4.7
     "min_ii_dynamic":  (600,        600,        600),       # §4.7
@@ -53,6 +55,7 @@ PINNED = {
     "dma_queues":      (16,         16,         16),        # §3.1/§4.8
     "dma_queue_bytes_per_ns": (17.0, 23.0,      33.0),      # §4.8
     "dma_descriptor_half_bytes": (256, 256,     256),       # assumed (§4.8 curve)
+    "dma_efficient_partition_bytes": (2 * KiB, 2 * KiB, 2 * KiB),  # §4.8
     "dma_transpose_efficiency": (0.0, 0.9,      0.9),       # §4.7
     "dma_transpose_sbuf_efficiency": (0.0, 0.5, 1.0),       # §4.7
     "hbm_bytes_per_ns_per_nc": (410.0, 362.5,   612.5),     # §3.3

@@ -1,55 +1,183 @@
-"""The op registry: one entry per IR op, one slot per backend.
+"""The op registry: one entry per IR op, with its traits and one rule slot per backend.
 
-Contract: `OPS[name]` describes an IR op (its default engine and a one-line meaning). Backends
+Contract: `OPS[name]` describes an IR op: a one-line meaning and its *traits*, the questions passes
+and backends ask about an op (docs/architecture.md, "Op traits"). Every entry declares every trait
+explicitly (`_op` has no defaults), so a new op cannot inherit an answer nobody chose. Backends
 register a rule per op with `@rule(backend, name)`; `BACKENDS` lists the backends that exist, and a
 test asserts every op has a rule in every one of them, so a new op cannot reach one backend and
 not the others. Backends: "interpret" (numpy oracle, runtime/interpret_rules*.py), "llvm" (the JIT,
 lower/llvm/rules_*.py) and "cost" (the engine model, lower/cost/rules.py).
+
+Traits (who asks each):
+- engine: the default engine (tensor | vector | scalar | gpsimd | dma | none); an instruction's
+  `engine=` attribute overrides it (`engine_of`). Verification and the engine model.
+- kind: "compute" (an engine instruction on tiles), "dma" (a copy between memories), "marker" (no
+  work: alloc marks a tile's lifetime) or "debug" (device_print). Verification, `is_compute`.
+- fusable: elementwise with one output, so the JIT may fuse a run of them (llvm/fusion.py).
+- vector: the JIT's elementwise emitter may vectorise its innermost axis (llvm/rules_common.py).
+- row_local: only combines elements of one partition, so a body of such ops may run partition by
+  partition (llvm/rowmajor.py).
+- plain_reads: its JIT rule reads every input access through the generic access path (any memory
+  space), so load forwarding may point an input at the load's source (llvm/forward.py).
+- input_space: its iteration space (and `mask=`) is the first input's shape, not the output's
+  (reductions, statistics, device_print). Verification, llvm/rowmajor.py.
+- unmasked_inputs: input positions read without the mask (`ALL`: every input), as the interpreter
+  reads them. Verification.
+- accumulates: with attr `accumulate` the op reads its output too (`accumulates(instr)`). Every
+  read/write analysis (`reads`): dependences, parallel planning, fusion, forwarding, the schedule.
+- host_effect: a visible effect outside the kernel's memory (printing): programs and iterations
+  must run in order (lower/parallel.py, the JIT).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .ir import Access
+
 BACKENDS: tuple[str, ...] = ("interpret", "llvm", "cost")
+
+ALL = "all"                   # unmasked_inputs: every input is read without the mask
+KINDS = ("compute", "dma", "marker", "debug")
+TRAITS = ("engine", "kind", "fusable", "vector", "row_local", "plain_reads", "input_space", "unmasked_inputs",
+          "accumulates", "host_effect")
 
 
 @dataclass
 class OpDef:
     name: str
-    engine: str          # default engine: tensor | vector | scalar | gpsimd | dma | none
     meaning: str
+    engine: str
+    kind: str
+    fusable: bool
+    vector: bool
+    row_local: bool
+    plain_reads: bool
+    input_space: bool
+    unmasked_inputs: tuple[int, ...] | str
+    accumulates: bool
+    host_effect: bool
     rules: dict[str, Callable] = field(default_factory=dict)
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def _op(name: str, engine: str, meaning: str) -> None:
-    OPS[name] = OpDef(name, engine, meaning)
+def _op(name: str, meaning: str, **traits) -> None:
+    if set(traits) != set(TRAITS):
+        raise TypeError(f"op {name!r} must declare exactly the traits {TRAITS}, "
+                        f"got {sorted(traits)}")
+    OPS[name] = OpDef(name, meaning, **traits)
 
 
-_op("alloc", "none", "a new on-chip tile comes to life (uninitialised; debug fill with NaN/sentinel)")
-_op("dma_copy", "dma", "copy between memories (HBM<->SBUF, any<->any), casting to the destination dtype")
-_op("tensor_copy", "vector", "on-chip copy with cast to the destination dtype")
-_op("memset", "vector", "fill the destination with a constant")
-_op("iota", "gpsimd", "fill the destination with an affine expression of its indices")
-_op("transpose", "tensor", "2-D partition/free transpose, exact data movement")
-_op("activation", "scalar", "out = func(in * scale + bias), optional free-axis reduction")
-_op("tensor_tensor", "vector", "out = in0 <op> in1 elementwise")
-_op("tensor_scalar", "vector", "out = (in <op0> s0) <op1> s1 with scalar or per-partition operands")
-_op("tensor_reduce", "vector", "reduce along free axes")
-_op("select", "vector", "out = cond ? a : b elementwise")
-_op("nc_matmul", "tensor", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate")
-_op("scalar_tensor_tensor", "vector", "out = (in op0 s0) op1 tile1, s0 a scalar or per-partition operand")
-_op("tensor_tensor_scan", "vector", "out[:, j] = (d0[:, j] op0 out[:, j-1]) op1 d1[:, j] along the free axis")
-_op("affine_select", "gpsimd", "out = affine predicate(index) ? in : scalar")
-_op("copy_predicated", "vector", "dst = predicate ? src : dst (elementwise)")
-_op("bn_stats", "vector", "per partition: (count, mean, var*count) of even and of odd free elements")
-_op("bn_aggr", "vector", "combine (count, mean, var*count) triples into (mean, var) per partition")
-_op("max8", "vector", "the 8 largest values per partition, descending")
-_op("find_index8", "vector", "index of the first occurrence of each of 8 values per partition")
-_op("device_print", "none", "print a tile's values (interpreter: to stdout)")
+# Column order: engine, kind, fusable, vector, row_local, plain_reads, input_space, unmasked_inputs,
+# accumulates, host_effect.
+_F, _T = False, True
+_TABLE = [
+    ("alloc", "a new on-chip tile comes to life (uninitialised; debug fill with NaN/sentinel)",
+     "none", "marker", _F, _F, _F, _F, _F, (), _F, _F),
+    ("dma_copy", "copy between memories (HBM<->SBUF, any<->any), casting to the destination dtype",
+     "dma", "dma", _T, _T, _T, _T, _F, (), _F, _F),
+    ("tensor_copy", "on-chip copy with cast to the destination dtype",
+     "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("memset", "fill the destination with a constant",
+     "vector", "compute", _F, _F, _T, _F, _F, (), _F, _F),
+    ("iota", "fill the destination with an affine expression of its indices",
+     "gpsimd", "compute", _F, _F, _F, _F, _F, (), _F, _F),
+    ("transpose", "2-D partition/free transpose, exact data movement",
+     "tensor", "compute", _F, _F, _F, _F, _F, ALL, _F, _F),
+    ("activation", "out = func(in * scale + bias), optional free-axis reduction",
+     "scalar", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("tensor_tensor", "out = in0 <op> in1 elementwise",
+     "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("tensor_scalar", "out = (in <op0> s0) <op1> s1 with scalar or per-partition operands",
+     "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("tensor_reduce", "reduce along free axes",
+     "vector", "compute", _F, _F, _T, _T, _T, (), _F, _F),
+    ("select", "out = cond ? a : b elementwise",
+     "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("nc_matmul", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate",
+     "tensor", "compute", _F, _F, _F, _F, _F, ALL, _T, _F),
+    ("scalar_tensor_tensor", "out = (in op0 s0) op1 tile1, s0 a scalar or per-partition operand",
+     "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
+    ("tensor_tensor_scan", "out[:, j] = (d0[:, j] op0 out[:, j-1]) op1 d1[:, j] along the free axis",
+     "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),
+    ("affine_select", "out = affine predicate(index) ? in : scalar",
+     "gpsimd", "compute", _F, _F, _F, _F, _F, (), _F, _F),
+    ("copy_predicated", "dst = predicate ? src : dst (elementwise)",
+     "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),
+    ("bn_stats", "per partition: (count, mean, var*count) of even and of odd free elements",
+     "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("bn_aggr", "combine (count, mean, var*count) triples into (mean, var) per partition",
+     "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("max8", "the 8 largest values per partition, descending",
+     "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("find_index8", "index of the first occurrence of each of 8 values per partition",
+     "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("device_print", "print a tile's values (interpreter: to stdout)",
+     "none", "debug", _F, _F, _F, _F, _T, (), _F, _T),
+]
+for _name, _meaning, *_values in _TABLE:
+    _op(_name, _meaning, **dict(zip(TRAITS, _values)))
+del _name, _meaning, _values
+
+
+# ---------------------------------------------------------------- questions about an instruction
+
+def engine_of(instr) -> str:
+    """The engine an instruction runs on: its `engine=` attribute, else the op's default engine."""
+    e = instr.attr("engine")
+    if e in (None, "", "unknown"):
+        op = OPS.get(instr.op)
+        e = op.engine if op is not None else "unknown"
+    return str(getattr(e, "value", e))
+
+
+def accumulates(instr) -> bool:
+    """Does the instruction read its output (an accumulating matmul into PSUM)?"""
+    op = OPS.get(instr.op)
+    return op is not None and op.accumulates and bool(instr.attr("accumulate"))
+
+
+def reads(instr) -> list:
+    """The accesses the instruction reads: its access inputs, plus its output when it accumulates."""
+    out = [o for o in instr.ins if isinstance(o, Access)]
+    if accumulates(instr):
+        out.append(instr.outs[0])
+    return out
+
+
+def is_compute(instr) -> bool:
+    """An engine instruction on tiles: not a marker/debug op and not a DMA (a dma-kind op, or any op
+    whose engine is the DMA, e.g. a future dma_transpose)."""
+    op = OPS.get(instr.op)
+    return (op is None or op.kind == "compute") and engine_of(instr) != "dma"
+
+
+def is_dma(instr) -> bool:
+    op = OPS.get(instr.op)
+    return ((op is not None and op.kind == "dma")
+            or ((op is None or op.kind == "compute") and engine_of(instr) == "dma"))
+
+
+def host_effect(instr) -> bool:
+    """Has the instruction an effect outside the kernel's memory (so its order is observable)?"""
+    op = OPS.get(instr.op)
+    return op is not None and op.host_effect
+
+
+def input_space(instr) -> bool:
+    """Is the instruction's iteration space (and mask) its first input's shape?"""
+    op = OPS.get(instr.op)
+    return op is not None and op.input_space
+
+
+def mask_applies(instr, role: str, k: int) -> bool:
+    """Is the instruction's mask applied to its operand `role`[k] ("in"/"out")?"""
+    op = OPS.get(instr.op)
+    if role != "in" or op is None:
+        return True
+    return not (op.unmasked_inputs == ALL or k in op.unmasked_inputs)
 
 
 def rule(backend: str, name: str):

@@ -53,6 +53,8 @@ class Target:
     matmul_fp32_factor: float = 4.0     # §3.1/§4.7: FP32 matmul costs 4x BF16 on every generation
     fp8_double_row: bool = False    # §3.1/§3.2: perf_mode=double_row exists (v3+)
     fp8_double_row_rate: float = 1.0    # §3.1: FP8 double-row = 2x BF16 matmul rate
+    transpose_tensor_max: int = 128     # §2 nc_transpose: Tensor Engine transposes <= 128x128 (identity matmul)
+    transpose_vector_max: int = 32      # §2 nc_transpose: Vector Engine transposes <= 32x32
     tensor_fp32_transpose_factor: float = 4.0  # fp32 transpose via matmul = fp32 matmul cost (§4.7);
                                                # v3+ transpose mode is 2x faster (§3.1 "extra" row)
 
@@ -74,6 +76,7 @@ class Target:
     dma_queues: int = 16                    # §3.1/§4.8: 16 DMA engines per NeuronCore
     dma_queue_bytes_per_ns: float = 0.0     # §4.8 DMA guide: 17 / 23 / 33 B/ns per engine
     dma_descriptor_half_bytes: int = 256    # assumed, see TARGET_NOTES["dma_descriptor_half_bytes"]
+    dma_efficient_partition_bytes: int = 2 * KiB  # §4.8: >= 2 KiB per partition per DMA is close to peak
     dma_transpose_efficiency: float = 0.0   # §4.7 Trn2 DMA: DMA transpose <=90% of DMA throughput (HBM->SBUF)
     dma_transpose_sbuf_efficiency: float = 0.0  # §4.7 Trn2 DMA: <=50% SBUF->SBUF
     hbm_bytes_per_ns_per_nc: float = 0.0    # §3.3: chip HBM bandwidth / NeuronCores per chip (DMA ceiling)

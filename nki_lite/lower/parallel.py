@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ..core import ir
 from ..core.affine import Affine, axis_var
+from ..core.ops import accumulates, host_effect
 
 
 def _span(e: Affine, ext: dict, skip: str) -> int:
@@ -70,7 +71,7 @@ def programs_independent(kernel: ir.Kernel) -> bool:
     bufs = kernel.buffer_map
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
         return False
-    if any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+    if any(host_effect(i) for i, _ in ir.walk(kernel.body)):
         return False
     return _iterations_independent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
 
@@ -115,7 +116,7 @@ def _why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, afte
                     return (f"{instr.op}{_at(instr)} writes '{acc.buffer}' where different values of {pid} "
                             "may write the same elements")
             writes.setdefault(acc.buffer, set()).add(acc)
-        if instr.op == "nc_matmul" and instr.attr("accumulate") and root(instr.out.buffer) not in private:
+        if accumulates(instr) and root(instr.out.buffer) not in private:
             return f"nc_matmul{_at(instr)} accumulates into '{root(instr.out.buffer)}', allocated outside the loop"
     for instr, _ in ir.walk(body):
         for acc in instr.ins:
@@ -157,7 +158,7 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
     independent for each value of the enclosing loops (the module contract, with the tiles allocated
     inside the loop private to each thread and never read elsewhere), with enough work per run to pay
     for the dispatch; none inside programs that already run in parallel, none with device_print."""
-    if any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+    if any(host_effect(i) for i, _ in ir.walk(kernel.body)):
         return []
     _, _, body, prologue, epilogue = program_space(kernel)
     # the programs' own loops stay inside them when the programs already run on threads
@@ -206,7 +207,7 @@ def explain(kernel: ir.Kernel) -> str:
             bufs = kernel.buffer_map
             if all(n <= 1 for n in extents):
                 why = "a single program"
-            elif any(i.op == "device_print" for i, _ in ir.walk(kernel.body)):
+            elif any(host_effect(i) for i, _ in ir.walk(kernel.body)):
                 why = "the kernel prints (device_print keeps its order)"
             elif any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm"
                      for b in bufs.values()):

@@ -13,8 +13,8 @@ is `out_of_bounds`.
 from __future__ import annotations
 
 from .. import errors
-from .verify_common import Ctx, Range, Site, access_space, accesses, mask_applies, render, render_point, short, \
-    solve_range
+from ..core.ops import mask_applies
+from .verify_common import Ctx, Range, Site, access_space, accesses, render, render_point, short, solve_range
 
 
 def _fits(r, dim: int) -> bool:

@@ -31,7 +31,7 @@ from ..core import dtypes as D
 from ..core.affine import Affine, Cmp, axis_of, is_axis_var
 from ..core.targets import TARGETS, Target
 from ..core.ir import Access, Buffer, Instr, Kernel, Loop, Space
-from ..core.ops import OPS
+from ..core.ops import input_space, mask_applies
 
 BUDGET = 1 << 20          # points enumerated per question before giving up (never an error)
 
@@ -40,21 +40,7 @@ _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equ
 _CMP_PY = {"<": lambda a: a < 0, "<=": lambda a: a <= 0, ">": lambda a: a > 0, ">=": lambda a: a >= 0,
            "==": lambda a: a == 0, "!=": lambda a: a != 0}
 
-# ops whose mask= is over the shape of their (first) input, not of their output
-MASK_ON_INPUT = frozenset({"tensor_reduce", "bn_stats", "bn_aggr", "max8", "find_index8", "device_print"})
-# op -> input positions read without the mask (None: every input), as the interpreter reads them
-UNMASKED_INPUTS = {"transpose": None, "nc_matmul": None}
-NOT_COMPUTE = frozenset({"alloc", "dma_copy", "device_print"})
-
-
-def is_compute(instr: Instr) -> bool:
-    """An engine instruction on tiles: not alloc/device_print and not a DMA (dma_copy or any op whose
-    engine is the DMA, e.g. a future dma_transpose)."""
-    return instr.op not in NOT_COMPUTE and engine_of(instr) != "dma"
-
-
-def is_dma(instr: Instr) -> bool:
-    return instr.op == "dma_copy" or (instr.op not in NOT_COMPUTE and engine_of(instr) == "dma")
+# is_compute, is_dma, engine_of, mask_applies: op traits (core/ops.py)
 
 
 # ------------------------------------------------------------------------------ program structure
@@ -145,14 +131,6 @@ def _loop_user_name(loop: Loop) -> str:
     return loop.var
 
 
-def engine_of(instr: Instr) -> str:
-    e = instr.attr("engine")
-    if e is None:
-        op = OPS.get(instr.op)
-        e = op.engine if op is not None else "unknown"
-    return str(getattr(e, "value", e))
-
-
 def accesses(instr: Instr) -> Iterator[tuple[str, int, Access]]:
     """('out', k, access) for every output, then ('in', k, access) for every Access input."""
     for k, a in enumerate(instr.outs):
@@ -211,19 +189,12 @@ def partition_axis(buf: Buffer, acc: Access) -> int | None:
 # ------------------------------------------------------------------------------ masks
 
 def iteration_space(instr: Instr) -> tuple[int, ...] | None:
-    if instr.op in MASK_ON_INPUT or not instr.outs:
+    if input_space(instr) or not instr.outs:
         for a in instr.ins:
             if isinstance(a, Access):
                 return a.shape
         return instr.outs[0].shape if instr.outs else None
     return instr.outs[0].shape
-
-
-def mask_applies(instr: Instr, role: str, k: int) -> bool:
-    if role == "in" and instr.op in UNMASKED_INPUTS:
-        sel = UNMASKED_INPUTS[instr.op]
-        return not (sel is None or k in sel)
-    return True
 
 
 @dataclass

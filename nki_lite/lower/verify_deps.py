@@ -23,6 +23,7 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Access, Space
+from ..core.ops import accumulates
 from .verify_common import BUDGET, Ctx, Range, Site, access_space, enumerate_points, prod, short, solve_range
 
 _SAMPLE_Y = 16
@@ -30,7 +31,7 @@ _SAMPLE_Y = 16
 
 def _exempt(ctx: Ctx, site: Site, acc: Access) -> bool:
     instr = site.instr
-    if instr.op == "nc_matmul" and instr.attr("accumulate"):
+    if accumulates(instr):
         return True
     if (instr.op == "tensor_tensor" and instr.attr("op") == "add" and ctx.buf(acc.buffer).space == Space.PSUM
             and any(isinstance(a, Access) and a.buffer == acc.buffer for a in instr.ins)):

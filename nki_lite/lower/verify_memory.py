@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
-from .verify_common import Ctx, Site, accesses, buf_desc, is_dma, itemsize, prod, short
+from ..core.ops import is_compute, is_dma
+from .verify_common import Ctx, Site, accesses, buf_desc, itemsize, prod, short
 
 _TOP = 5
 
 
 def check_spaces(ctx: Ctx, site: Site) -> None:
     instr = site.instr
-    if instr.op in ("alloc", "device_print"):
+    if not (is_dma(instr) or is_compute(instr)):       # alloc, device_print: no data moves
         return
     if is_dma(instr):
         accs = [a for _, _, a in accesses(instr)]
@@ -106,7 +107,7 @@ def check_psum_tiles(ctx: Ctx, site: Site) -> None:
                 f"at most one bank, {t.psum_bank_bytes} bytes per partition ({per} {b.dtype} elements)",
                 loc=b.loc or instr.loc,
                 hint=f"split the free dimension into tiles of at most {per} elements, or add a block dimension in "
-                     f"front of the partition dimension, e.g. ({-(-n // t.psum_bank_bytes)}, nl.par_dim(128), "
+                     f"front of the partition dimension, e.g. ({-(-n // t.psum_bank_bytes)}, nl.par_dim({t.partitions}), "
                      f"{per})")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
-from .verify_common import MULTI, Ctx, Site, accesses, buf_desc, engine_of, fmt_shape, is_compute, \
-    partition_axis, prod
+from ..core.ops import engine_of, is_compute
+from .verify_common import MULTI, Ctx, Site, accesses, buf_desc, fmt_shape, partition_axis, prod
 
 _ROLE = {"out": "output", "in": "input"}
 
@@ -76,7 +76,7 @@ def check_free_size(ctx: Ctx, site: Site) -> None:
         src = next((a for r, _, a in accesses(instr) if r == "in"), None)
         if src is not None and len(src.shape) >= 1:
             P, F = src.shape[0], _free(src)
-            limit = 128 if eng == "tensor" else 32 if eng == "vector" else None
+            limit = t.transpose_tensor_max if eng == "tensor" else t.transpose_vector_max if eng == "vector" else None
             if limit is not None and (P > limit or F > limit):
                 raise errors.make(
                     "free_size_limit",

@@ -38,6 +38,7 @@ import numpy as np
 from .. import config, errors
 from ..core import dtypes as D
 from ..core import ir
+from ..core.ops import accumulates
 from ..lower.verify_deps import _hbm_shared_across
 from .interpreter import Machine
 
@@ -369,7 +370,7 @@ class CheckingMachine(Machine):
 
 def _exempt(m: Machine, instr: ir.Instr, acc: ir.Access) -> bool:
     """The accumulation idioms lower/verify_deps.py allows across affine_range iterations."""
-    if instr.op == "nc_matmul" and instr.attr("accumulate"):
+    if accumulates(instr):
         return acc.buffer == instr.out.buffer
     if instr.op != "tensor_tensor" or acc.buffer != instr.out.buffer:
         return False

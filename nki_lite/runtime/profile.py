@@ -133,8 +133,9 @@ class Estimate:
             return f"compute-bound: the {top} Engine is busy {act[top]:.1f}% of the time{extra}"
         if dma >= 70.0:
             hint = ""
-            if avg_desc and avg_desc < 2048:
-                hint = (f"; descriptors average {avg_desc:.0f} B (< 2 KiB per partition wastes DMA "
+            if avg_desc and avg_desc < self.target.dma_efficient_partition_bytes:
+                hint = (f"; descriptors average {avg_desc:.0f} B (< {self.target.dma_efficient_partition_bytes // 1024} KiB "
+                        "per partition wastes DMA "
                         f"bandwidth, §4.8)")
             return (f"memory-bound: DMA is active {dma:.1f}% of the time, moving {bw:.1f} GB/s of a "
                     f"{peak_bw:.0f} GB/s peak{hint}")

@@ -19,7 +19,7 @@ from typing import Callable
 from ...core import dtypes as D
 from ...core.affine import axis_of, is_axis_var
 from ...core.ir import Access, Buffer, Imm, Instr, Space
-from ...core.ops import OPS, rule
+from ...core.ops import OPS, engine_of, rule
 from ...core.targets import Target
 
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
@@ -188,13 +188,6 @@ def spaces(ctx: CostCtx, ops) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------ compute helpers
-
-def engine_of(instr: Instr) -> str:
-    e = instr.attr("engine")
-    if e in (None, "", "unknown"):
-        e = OPS[instr.op].engine
-    return str(getattr(e, "value", e))
-
 
 def _stride_factor(ctx: CostCtx, instr: Instr) -> float:
     """§3.4: an innermost free stride above 16 bytes halves the SBUF/PSUM interface bandwidth."""

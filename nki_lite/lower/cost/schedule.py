@@ -38,7 +38,8 @@ import numpy as np
 from ...core import dtypes as D
 from ...core.affine import Affine, axis_of, is_axis_var
 from ...core.ir import Access, Instr, Kernel, Loop, Space
-from .rules import COMPUTE_ENGINES, Cost, CostCtx, cost_of, engine_of
+from ...core.ops import accumulates, is_dma, reads as op_reads
+from .rules import COMPUTE_ENGINES, Cost, CostCtx, cost_of
 from ...core.targets import Target
 
 MIN_SAMPLES = 3            # samples per phase compared: two equal increments
@@ -211,10 +212,7 @@ class Plan:
     def _info(self, ins: Instr) -> InstrInfo:
         reads, writes = [], []
         if ins.op != "alloc":
-            srcs = [o for o in ins.ins if isinstance(o, Access)]
-            if ins.op == "nc_matmul" and ins.attr("accumulate"):
-                srcs.append(ins.out)
-            for a in srcs:
+            for a in op_reads(ins):
                 if self.root[a.buffer] in self.written:
                     reads.append(self._acc(a))
             for a in ins.outs:
@@ -223,7 +221,7 @@ class Plan:
         if ins.mask is not None:
             mask_vars = tuple(sorted(v for v in ins.mask.vars() if not is_axis_var(v)))
         cost = None
-        if ins.mask is None or ins.op not in ("dma_copy",) and engine_of(ins) != "dma":
+        if ins.mask is None or not is_dma(ins):
             cost = cost_of(ins, CostCtx(self.target, self.bufs))
         elif not mask_vars:
             cost = cost_of(ins, CostCtx(self.target, self.bufs, active=self._active(ins, {})))
@@ -263,7 +261,7 @@ class Plan:
                 touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
                 if buf not in touched:
                     continue
-                if nxt.op == "nc_matmul" and nxt.attr("accumulate") and nxt.out.buffer == buf:
+                if accumulates(nxt) and nxt.out.buffer == buf:
                     self.info[id(ins)].folded = True
                 break
             # each body is searched once per memset; nested loops are in program order in `flat`

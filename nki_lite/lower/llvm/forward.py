@@ -19,10 +19,7 @@ from dataclasses import replace
 
 from ...core import ir
 from ...core.affine import Affine, Mask, axis_var
-
-# ops whose llvm rules read inputs through generic accesses (any memory space)
-_READERS = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
-            "select", "tensor_reduce"}
+from ...core.ops import OPS, accumulates
 
 
 def prepare(kernel: ir.Kernel) -> tuple[ir.Kernel, dict]:
@@ -98,7 +95,7 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
         for o in ins.ins:
             if isinstance(o, ir.Access):
                 reads[o.buffer] = reads.get(o.buffer, 0) + 1
-        if ins.op == "nc_matmul" and ins.attr("accumulate"):
+        if accumulates(ins):
             reads[ins.out.buffer] = reads.get(ins.out.buffer, 0) + 1
     viewed = {b.base for b in kernel.buffers if b.base}
 
@@ -127,7 +124,7 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
             t = n.out.buffer
             users = [j for j in readers.get(t, ()) if j > i]
             uses = [o for j in users for o in nodes[j].ins if isinstance(o, ir.Access) and o.buffer == t]
-            if (len(uses) != reads.get(t, 0) or any(nodes[j].op not in _READERS for j in users)
+            if (len(uses) != reads.get(t, 0) or any(not OPS[nodes[j].op].plain_reads for j in users)
                     or not all(_static_inbounds(o, bufs[t].shape) for o in uses)):
                 continue                 # read elsewhere (a nested loop, another op) or maybe out of bounds
             for j in users:

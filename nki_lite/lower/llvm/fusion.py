@@ -3,7 +3,7 @@ one loop nest whose intermediates stay in registers.
 
 Contract (bit-identical to running the instructions one by one):
 - A run is consecutive instructions of one body (allocs may sit between them) whose ops are
-  elementwise (`FUSABLE`), single-output, with the same destination shape and the same mask (or
+  elementwise (op trait `fusable`), single-output, with the same destination shape and the same mask (or
   none). A member may read values earlier members wrote only through the identical access, and
   writes no buffer an earlier member reads or writes — except an in-place update: it writes the
   identical access an earlier member wrote and every member read that buffer through (element for
@@ -22,14 +22,11 @@ from collections import Counter
 
 from ...core import ir
 from ...core.affine import axis_var
-from ...core.ops import OPS
-
-FUSABLE = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
-           "select"}
+from ...core.ops import OPS, accumulates
 
 
 def _fusable(n) -> bool:
-    return (isinstance(n, ir.Instr) and n.op in FUSABLE and len(n.outs) == 1 and not n.attr("forwarded")
+    return (isinstance(n, ir.Instr) and OPS[n.op].fusable and len(n.outs) == 1 and not n.attr("forwarded")
             and not any(isinstance(o, ir.Access) and o.buffer == n.out.buffer and o != n.out for o in n.ins))
 
 
@@ -39,7 +36,7 @@ def read_counts(kernel: ir.Kernel) -> Counter:
         for o in ins.ins:
             if isinstance(o, ir.Access):
                 c[o.buffer] += 1
-        if ins.op == "nc_matmul" and ins.attr("accumulate"):
+        if accumulates(ins):
             c[ins.out.buffer] += 1
     return c
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from ...core import ir
 from ...core.affine import axis_var
-
-ROW_OPS = {"dma_copy", "tensor_copy", "memset", "activation", "tensor_tensor", "tensor_scalar",
-           "scalar_tensor_tensor", "select", "tensor_reduce"}
+from ...core.ops import OPS
 
 _P = axis_var(0)
 
@@ -35,14 +33,14 @@ def row_local(em, nodes) -> int | None:
     if len(instrs) != len(nodes) or sum(1 for n in instrs if n.op != "alloc") < 2:
         return None
     work = [n for n in instrs if n.op != "alloc"]
-    if any(n.op not in ROW_OPS for n in work):
+    if any(not OPS[n.op].row_local for n in work):
         return None
     P = work[0].outs[0].shape[0]
     if P < 2:
         return None
     written: set[str] = set()
     for n in work:
-        shape = n.ins[0].shape if n.op == "tensor_reduce" else n.outs[0].shape
+        shape = n.ins[0].shape if OPS[n.op].input_space else n.outs[0].shape
         if shape[0] != P or any(o.shape[0] != P for o in n.outs):
             return None
         written |= {em.root(o.buffer) for o in n.outs}

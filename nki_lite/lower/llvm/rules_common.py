@@ -12,6 +12,7 @@ from ...core import dtypes as D
 from ...numerics import alu
 from ...core import ir
 from ...core.affine import Affine, axis_var
+from ...core.ops import OPS
 from .irbuilder import f32, f32_bits
 
 LANES = alu.REDUCE_LANES
@@ -228,15 +229,13 @@ def scratch_bytes(kernel: ir.Kernel, instr: ir.Instr) -> int:
 
 
 VECTOR_WIDTH = LANES          # 16: one <16 x float> register of AVX-512, and exactly the reduction lanes
-VECTOR_OPS = {"dma_copy", "tensor_copy", "activation", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
-              "select"}
 
 
 def _vectorizable(em, instr, shape, ins, two_phase: bool, lanes) -> bool:
     """Innermost axis as <16 x T> vectors: contiguous destination, operands contiguous or broadcast
     along it, a mask (if any) that does not depend on it, and for a row reduction a 2-D tile (so
     16-element chunks are exactly the reduction lanes)."""
-    if not em.vectorize or instr.op not in VECTOR_OPS or two_phase or len(shape) < 2 or shape[-1] < VECTOR_WIDTH:
+    if not em.vectorize or not OPS[instr.op].vector or two_phase or len(shape) < 2 or shape[-1] < VECTOR_WIDTH:
         return False
     vax = axis_var(len(shape) - 1)
     if instr.mask is not None and vax in instr.mask.vars():

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import replace
 
 from ...core.ir import Access, Instr, Kernel, Loop, walk
+from ...core.ops import accumulates
 
 
 
@@ -23,7 +24,7 @@ def _reads(kernel: Kernel) -> Counter:
         for o in ins.ins:
             if isinstance(o, Access):
                 c[o.buffer] += 1
-        if ins.op == "nc_matmul" and ins.attr("accumulate"):
+        if accumulates(ins):
             c[ins.out.buffer] += 1
     return c
 

@@ -24,7 +24,10 @@ import numpy as np
 
 from ..core.affine import Affine
 from ..core.ir import Space
-from .verify_common import Ctx, Site, accesses, enumerate_points, itemsize, prod
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import enumerate_points, prod
+from .verify_common import Ctx, itemsize
 
 _BUDGET = 1 << 20
 

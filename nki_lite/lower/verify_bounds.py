@@ -13,8 +13,10 @@ is `out_of_bounds`.
 from __future__ import annotations
 
 from .. import errors
-from .verify_common import Ctx, Range, Site, access_space, accesses, mask_applies, render, render_point, short, \
-    solve_range
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import Range, solve_range
+from .verify_common import Ctx, access_space, mask_applies, render, render_point, short
 
 
 def _fits(r, dim: int) -> bool:

@@ -23,7 +23,9 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Access, Space
-from .verify_common import BUDGET, Ctx, Range, Site, access_space, enumerate_points, prod, short, solve_range
+from .analysis.program import Site
+from .analysis.ranges import BUDGET, Range, enumerate_points, prod, solve_range
+from .verify_common import Ctx, access_space, short
 
 _SAMPLE_Y = 16
 

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
-from .verify_common import Ctx, Site, accesses, buf_desc, is_dma, itemsize, prod, short
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import prod
+from .verify_common import Ctx, buf_desc, is_dma, itemsize, short
 
 _TOP = 5
 

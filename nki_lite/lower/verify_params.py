@@ -4,7 +4,7 @@ Rule 10 (immutable_parameter): an instruction whose output is a kernel input (or
 one) that is not annotated nt.mutable_tensor.
 Rule 11 (output_not_written): a returned HBM output (created in the kernel) that no executed
 instruction writes: no write at all, writes only inside loops with zero iterations, or only
-writes whose mask is never true. Partial coverage is a warning (verify.OutputCoverageWarning) when
+writes whose mask is never true. Partial coverage is a warning (OutputCoverageWarning, re-exported by verify) when
 it is cheap to prove: every write to the output is enumerated exactly (masks, loops and the launch
 grid included) when that takes at most a few million points.
 """
@@ -17,7 +17,12 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Space
-from .verify_common import BUDGET, EMPTY, Ctx, access_space, enumerate_points, prod, short, solve_range
+from .analysis.ranges import BUDGET, EMPTY, enumerate_points, prod, solve_range
+from .verify_common import Ctx, access_space, short
+
+class OutputCoverageWarning(UserWarning):
+    """A returned output is provably only partly written (the rest keeps uninitialised memory)."""
+
 
 _COVER_POINTS = 1 << 18
 _COVER_SIZE = 1 << 24
@@ -51,7 +56,6 @@ def _linear(b, acc) -> Affine:
 
 
 def check_outputs(ctx: Ctx) -> None:
-    from .verify import OutputCoverageWarning
     for name in ctx.kernel.outputs:
         out = ctx.buf(name)
         if out.space != Space.HBM or out.kind != "output":

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
-from .verify_common import MULTI, Ctx, Site, accesses, buf_desc, engine_of, fmt_shape, is_compute, \
-    partition_axis, prod
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import prod
+from .verify_common import MULTI, Ctx, buf_desc, engine_of, fmt_shape, is_compute, partition_axis
 
 _ROLE = {"out": "output", "in": "input"}
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core import ir
+from .analysis.accesses import root_name, roots_with_views
 
 
 class _Scope:
@@ -51,7 +52,7 @@ def _default_units(nodes) -> list:
 def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
     units = units or _default_units
     bufs = kernel.buffer_map
-    viewed = {b.base for b in kernel.buffers if b.base}
+    viewed = roots_with_views(kernel)
     candidate = {b.name for b in kernel.buffers
                  if b.space != ir.Space.HBM and b.base is None and b.name not in viewed}
     first: dict[str, tuple] = {}          # name -> (position, scope, was it an alloc)
@@ -81,10 +82,10 @@ def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
             tail = id(item[-1]) if item else None
             for ins in item:
                 for o in ins.outs:
-                    touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, ins.op == "alloc")
+                    touch(root_name(bufs, o.buffer), pos, scope, tail, ins.op == "alloc")
                 for o in ins.ins:
                     if isinstance(o, ir.Access):
-                        touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, False)
+                        touch(root_name(bufs, o.buffer), pos, scope, tail, False)
             pos += 1
 
     def _note(node):

@@ -25,8 +25,11 @@ so what they read and write needs no further condition. False means "not proven"
 """
 from __future__ import annotations
 
+import functools
+
 from ..core import ir
 from ..core.affine import Affine, axis_var
+from .analysis.accesses import root_name
 
 
 def _span(e: Affine, ext: dict, skip: str) -> int:
@@ -60,7 +63,7 @@ def private_buffers(kernel: ir.Kernel) -> set[str]:
     """On-chip buffers (roots) allocated inside the program body: one copy per worker thread."""
     body = program_space(kernel)[2]
     bufs = kernel.buffer_map
-    return {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(body) if i.op == "alloc"}
+    return {root_name(bufs, i.out.buffer) for i, _ in ir.walk(body) if i.op == "alloc"}
 
 
 def programs_independent(kernel: ir.Kernel) -> bool:
@@ -90,7 +93,7 @@ def _at(instr: ir.Instr) -> str:
 def _why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, after) -> str | None:
     """None when `_iterations_independent`, else the first reason why not, in words."""
     bufs = kernel.buffer_map
-    root = lambda name: bufs[name].base or name          # noqa: E731
+    root = functools.partial(root_name, bufs)
     writes: dict[str, set] = {}
     for instr, loops in ir.walk(body):
         if instr.op == "alloc":
@@ -173,7 +176,7 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
                 continue
             if (n.kind == "affine" and n.trip > 1 and len(enclosing) + len(kernel.grid or ()) <= REGION_MAX_DEPTH
                     and _work([n]) >= REGION_MIN_ELEMENTS):
-                private = {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(n.body) if i.op == "alloc"}
+                private = {root_name(bufs, i.out.buffer) for i, _ in ir.walk(n.body) if i.op == "alloc"}
                 inside = {id(i) for i, _ in ir.walk(n.body)}
                 # everything else runs before or after the loop, in this or another enclosing iteration
                 others = tuple(i for i, _ in ir.walk(kernel.body) if id(i) not in inside)

@@ -23,6 +23,7 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Access, Space
+from .analysis.accesses import flat_index
 from .analysis.program import Site
 from .analysis.ranges import BUDGET, Range, enumerate_points, prod, solve_range
 from .verify_common import Ctx, access_space, short
@@ -59,15 +60,9 @@ class _W:
         self.exempt = role == "out" and _exempt(ctx, site, acc)
         self.space = access_space(ctx, site, role, k, acc)
 
-
-def _linear(ctx: Ctx, w: _W) -> Affine:
-    """Element offset of the write within its root storage (row-major over the view's shape)."""
-    shape = w.buf.shape
-    off, stride = Affine(0), 1
-    for d in reversed(range(len(shape))):
-        off = off + w.acc.index[d].scale(stride)
-        stride *= shape[d]
-    return off
+    def flat(self) -> Affine:
+        """Element offset of the write within its root storage (row-major over the view's shape)."""
+        return flat_index(self.buf.shape, self.acc.index)
 
 
 def _split(e: Affine, v: str, outer: set[str]):
@@ -80,7 +75,7 @@ def _split(e: Affine, v: str, outer: set[str]):
 def _dims(ctx: Ctx, w1: _W, w2: _W) -> list[tuple[Affine, Affine]]:
     if w1.acc.buffer == w2.acc.buffer:
         return list(zip(w1.acc.index, w2.acc.index))
-    return [(_linear(ctx, w1), _linear(ctx, w2))]
+    return [(w1.flat(), w2.flat())]
 
 
 def _separated(ctx: Ctx, loop, w1: _W, w2: _W, outer: set[str]) -> bool:
@@ -179,7 +174,7 @@ def _witness(ctx: Ctx, loop, w1: _W, w2: _W, outer_vars: list[str]):
     if same_buf:
         d1, d2, shape = list(w1.acc.index), list(w2.acc.index), tuple(w1.buf.shape)
     else:
-        d1, d2, shape = [_linear(ctx, w1)], [_linear(ctx, w2)], (prod(w1.root.shape),)
+        d1, d2, shape = [w1.flat()], [w2.flat()], (prod(w1.root.shape),)
     if w1 is w2:
         fast = _invariant_witness(ctx, loop, w1, d1, shape)
         if fast is not None:

@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 
 from .. import errors
-from ..core.affine import Affine
 from ..core.ir import Space
+from .analysis.accesses import flat_index
 from .analysis.ranges import BUDGET, EMPTY, enumerate_points, prod, solve_range
 from .verify_common import Ctx, access_space, short
 
@@ -45,14 +45,6 @@ def check_immutable(ctx: Ctx, site) -> None:
                 hint=f"write a new output instead (out = nl.ndarray({root.name}.shape, dtype={root.name}.dtype, "
                      f"buffer=nl.shared_hbm) ... return out), or annotate the parameter "
                      f"`{root.name}: nt.mutable_tensor` and return it")
-
-
-def _linear(b, acc) -> Affine:
-    off, stride = Affine(0), 1
-    for d in reversed(range(len(b.shape))):
-        off = off + acc.index[d].scale(stride)
-        stride *= b.shape[d]
-    return off
 
 
 def check_outputs(ctx: Ctx) -> None:
@@ -163,7 +155,7 @@ def _uncovered_exact(ctx: Ctx, out, writes):
                 ok &= (arr >= 0) & (arr < out.shape[d])
                 flat = flat * out.shape[d] + arr
         else:
-            pts = enumerate_points([_linear(b, acc)], sp.extents, sp.cons, _COVER_POINTS)
+            pts = enumerate_points([flat_index(b.shape, acc.index)], sp.extents, sp.cons, _COVER_POINTS)
             if pts is None:
                 return None
             flat = pts[0]

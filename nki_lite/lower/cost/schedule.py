@@ -36,8 +36,9 @@ from itertools import chain
 import numpy as np
 
 from ...core import dtypes as D
-from ...core.affine import Affine, axis_of, is_axis_var
+from ...core.affine import axis_of, is_axis_var
 from ...core.ir import Access, Instr, Kernel, Loop, Space
+from ..analysis.accesses import flat_index, root_name, roots_with_views
 from .rules import COMPUTE_ENGINES, Cost, CostCtx, cost_of, engine_of
 from ...core.targets import Target
 
@@ -98,14 +99,9 @@ class AllocPlan:
     loop_local: set
 
 
-def _affine_box(exprs, shape, linear_strides=None):
-    """Per-dimension (or linear) box pieces of an access: constant lo/hi over the axis vars and
-    loop-variable coefficients."""
-    if linear_strides is not None:
-        total = Affine(0)
-        for e, s in zip(exprs, linear_strides):
-            total = total + e.scale(s)
-        exprs = [total]
+def _affine_box(exprs, shape):
+    """Per-dimension box pieces of an access (one piece for a flat index): constant lo/hi over the
+    axis vars and loop-variable coefficients."""
     lo, hi, coef = [], [], {}
     for d, e in enumerate(exprs):
         l = h = e.const
@@ -128,15 +124,9 @@ class Plan:
         self.kernel = kernel
         self.target = target
         self.bufs = kernel.buffer_map
-        self.root = {}
-        for name in self.bufs:
-            b, seen = self.bufs[name], 0
-            while b.base is not None and b.base in self.bufs and seen < 64:
-                b = self.bufs[b.base]
-                seen += 1
-            self.root[name] = b.name
-        roots_with_views = {self.root[n] for n, b in self.bufs.items() if b.base is not None}
-        self.linear = {n for n in self.bufs if self.root[n] in roots_with_views}
+        self.root = {name: root_name(self.bufs, name) for name in self.bufs}
+        viewed = roots_with_views(kernel)
+        self.linear = {n for n in self.bufs if self.root[n] in viewed}
         self.body = self._grid_wrap(kernel)
         self.written = set()
         for ins, _ in _walk(self.body):
@@ -197,12 +187,8 @@ class Plan:
     def _acc(self, a: Access) -> AccInfo:
         b = self.bufs[a.buffer]
         on_chip = b.space != Space.HBM
-        if a.buffer in self.linear:
-            strides, acc = [], 1
-            for s in reversed(b.shape):
-                strides.append(acc)
-                acc *= s
-            lo, hi, coef = _affine_box(a.index, a.shape, list(reversed(strides)))
+        if a.buffer in self.linear:            # views alias their root: compare flat element ranges
+            lo, hi, coef = _affine_box([flat_index(b.shape, a.index)], a.shape)
         else:
             lo, hi, coef = _affine_box(a.index, a.shape)
         nblock = b.par_axis if on_chip and a.buffer not in self.linear else 0

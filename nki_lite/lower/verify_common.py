@@ -28,7 +28,6 @@ from ..core.ops import OPS
 from . import analysis
 from .analysis.accesses import root_of
 from .analysis.program import Site
-from .analysis.ranges import prod
 
 # ops whose mask= is over the shape of their (first) input, not of their output
 MASK_ON_INPUT = frozenset({"tensor_reduce", "bn_stats", "bn_aggr", "max8", "find_index8", "device_print"})

@@ -24,30 +24,12 @@ from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Access, Space
 from .analysis.accesses import flat_index
+from .analysis.dependence import accumulation_exempt, hbm_shared_across
 from .analysis.program import Site
 from .analysis.ranges import BUDGET, Range, enumerate_points, prod, solve_range
 from .verify_common import Ctx, access_space, short
 
 _SAMPLE_Y = 16
-
-
-def _exempt(ctx: Ctx, site: Site, acc: Access) -> bool:
-    instr = site.instr
-    if instr.op == "nc_matmul" and instr.attr("accumulate"):
-        return True
-    if (instr.op == "tensor_tensor" and instr.attr("op") == "add" and ctx.buf(acc.buffer).space == Space.PSUM
-            and any(isinstance(a, Access) and a.buffer == acc.buffer for a in instr.ins)):
-        return True
-    # Associative reductions are not loop-carried dependencies (legacy affine_range docs; AWS's mamba
-    # tutorial accumulates `sbuf_acc[...] += x` inside affine_range): an element-wise read-modify-write
-    # of exactly the written location with an associative, commutative op.
-    if (instr.op == "tensor_tensor" and instr.attr("op") in _ASSOCIATIVE
-            and any(isinstance(a, Access) and a == acc for a in instr.ins)):
-        return True
-    return False
-
-
-_ASSOCIATIVE = ("add", "multiply", "maximum", "minimum")
 
 
 class _W:
@@ -57,7 +39,7 @@ class _W:
         self.site, self.k, self.acc, self.depth = site, k, acc, depth
         self.buf = ctx.buf(acc.buffer)
         self.root = ctx.root(acc.buffer)
-        self.exempt = role == "out" and _exempt(ctx, site, acc)
+        self.exempt = role == "out" and accumulation_exempt(ctx.bufs, site.instr, acc)
         self.space = access_space(ctx, site, role, k, acc)
 
     def flat(self) -> Affine:
@@ -248,17 +230,6 @@ def _find(k1, v1, k2, v2, same: bool):
     return int(common[j]), a, b
 
 
-def _hbm_shared_across(root, loop) -> bool:
-    """Kernel inputs/outputs and shared_hbm tensors exist once; a private HBM scratch tensor (nl.hbm)
-    counts as declared outside the loop only when it provably was (same file, an earlier line): HBM
-    buffers have no alloc instruction that would say where they come to life."""
-    if root.kind != "local" or root.hbm_kind == "shared_hbm":
-        return True
-    if root.loc is None or loop.loc is None:
-        return False
-    return root.loc.file == loop.loc.file and root.loc.line < loop.loc.line
-
-
 def check_dependencies(ctx: Ctx) -> None:
     alloc_loops: dict[str, set[int]] = {}
     for s in ctx.sites:
@@ -277,7 +248,7 @@ def check_dependencies(ctx: Ctx) -> None:
                 b = ctx.buf(acc.buffer)
                 if b.space != Space.HBM and id(loop) in alloc_loops.get(acc.buffer, set()):
                     continue                       # a fresh tile in every iteration
-                if b.space == Space.HBM and not _hbm_shared_across(ctx.root(acc.buffer), loop):
+                if b.space == Space.HBM and not hbm_shared_across(ctx.root(acc.buffer), loop):
                     continue
                 if id(loop) not in per_loop:
                     per_loop[id(loop)] = (loop, [])
@@ -285,7 +256,7 @@ def check_dependencies(ctx: Ctx) -> None:
                 per_loop[id(loop)][1].append(_W(ctx, s, k, acc, depth))
             for k, acc in enumerate(s.instr.ins):
                 if (isinstance(acc, Access) and ctx.buf(acc.buffer).space == Space.HBM
-                        and _hbm_shared_across(ctx.root(acc.buffer), loop)):
+                        and hbm_shared_across(ctx.root(acc.buffer), loop)):
                     hbm_reads.setdefault(id(loop), []).append(_W(ctx, s, k, acc, depth, role="in"))
     for lid in order:
         loop, writes = per_loop[lid]

@@ -246,8 +246,8 @@ class CompiledKernel:
     @functools.cached_property
     def prefill(self) -> dict[str, bool]:
         """Outputs to NaN-fill before a launch: all in debug mode, else those not proven fully written."""
-        from ..lower.coverage import fully_written
-        return {name: self.debug or not fully_written(self.kernel, name) for name in self.kernel.outputs}
+        from ..lower import analysis
+        return {name: self.debug or not analysis.of(self.kernel).fully_written(name) for name in self.kernel.outputs}
 
     @functools.cached_property
     def n_programs(self) -> int:

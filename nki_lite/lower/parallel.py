@@ -15,8 +15,9 @@ dependence analysis' (read them there, or cached through `lower.analysis.of(kern
 from __future__ import annotations
 
 from ..core import ir
+from . import analysis
 from .analysis.dependence import (allocated_in, iterations_independent, private_buffers, program_space,
-                                  programs_independent, why_dependent)
+                                  why_dependent)
 
 
 REGION_MIN_ELEMENTS = 1 << 18     # element-steps per run of a loop worth a dispatch (~50 us of Python)
@@ -50,7 +51,7 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
         return []
     _, _, body, prologue, epilogue = program_space(kernel)
     # the programs' own loops stay inside them when the programs already run on threads
-    scope = tuple(prologue) + tuple(epilogue) if programs_independent(kernel) else kernel.body
+    scope = tuple(prologue) + tuple(epilogue) if analysis.of(kernel).programs_independent else kernel.body
     bufs = kernel.buffer_map
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
         return []
@@ -89,7 +90,7 @@ def explain(kernel: ir.Kernel) -> str:
                 f"{extents[0]} iterations of the affine_range loop {pvars[0]}{_at_loop(kernel.body, pvars[0])}")
         extra = " and ".join(w for w, on in (("after a prologue", prologue), ("before an epilogue", epilogue)) if on)
         extra = f" {extra}" if extra else ""
-        if programs_independent(kernel):
+        if analysis.of(kernel).programs_independent:
             lines.append(f"programs: {what}{extra}: on threads")
         else:
             bufs = kernel.buffer_map

@@ -48,6 +48,16 @@ class KernelAnalysis:
         return self._coverage[name]
 
     @functools.cached_property
+    def program_space(self):
+        from .dependence import program_space
+        return program_space(self.kernel)
+
+    @functools.cached_property
+    def programs_independent(self) -> bool:
+        from .dependence import programs_independent
+        return programs_independent(self.kernel)
+
+    @functools.cached_property
     def liveness(self):
         from .liveness import live_ranges
         return live_ranges(self.kernel)

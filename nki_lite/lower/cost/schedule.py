@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import bisect
 
-from ...core.ir import Instr, Kernel, Loop, walk
+from ...core.ir import Instr, Kernel, Loop
 from ...core.targets import Target
+from ..analysis.dependence import allocated_in
 from .periodic import Periodic
 from .plan import AccInfo, InstrInfo, Plan
 from .records import (MAX_EVENTS, QUEUE_HISTORY, TRIGGER_STREAMS, Event, Rec, Region, ScheduleResult,
@@ -63,7 +64,9 @@ class Simulator(Periodic):
         self.regions: dict = {}
         self.gen = {n: 0 for n in plan.bufs}
         self.slots = plan.alloc.slots
-        self.rotating = {ins.out.buffer for ins, _ in walk(plan.body) if ins.op == "alloc"}
+        # tiles allocated in the body are fresh in every iteration (dependence analysis): each
+        # instance gets its own region, so iterations touching different copies are independent
+        self.rotating = allocated_in(plan.kernel, plan.body)
         self.record_events = record_events
         self.events: list[Event] = []
         self.dma_iv: list[tuple[float, float]] = []

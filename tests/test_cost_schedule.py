@@ -15,7 +15,8 @@ import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite.core import dtypes as D
-from nki_lite.lower.cost.schedule import Plan, Simulator
+from nki_lite.lower.cost.plan import Plan
+from nki_lite.lower.cost.schedule import Simulator
 from nki_lite.core.targets import TARGETS
 from nki_lite.core.ir import walk
 from tests.kernels import matmul_tutorial as MT

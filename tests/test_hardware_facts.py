@@ -25,12 +25,12 @@ NOT_SCANNED = ("nki_lite/core/targets.py", "nki_lite/stdlib/", "nki_lite/demo.py
 
 # (path, value) -> what the number is there
 ALLOWED: dict[tuple[str, int], str] = {
-    ("nki_lite/lower/cost/schedule.py", 128): "FULL_SIM_TRIP: loops simulated fully, a model budget",
+    ("nki_lite/lower/cost/periodic.py", 128): "FULL_SIM_TRIP: loops simulated fully, a model budget",
     ("nki_lite/lower/cost/validation.py", 4096): "the published tutorial problem's matrix sizes",
     ("nki_lite/lower/llvm/convert.py", 128): "the float32 exponent bias + 1 (128 - B), not a partition count",
     ("nki_lite/numerics/bitcodec.py", 128): "the float32 exponent bias + 1 (128 - B)",
     ("nki_lite/lower/parallel.py", 1 << 18): "REGION_MIN_ELEMENTS: work per threaded region, a host cost",
-    ("nki_lite/lower/verify_params.py", 1 << 18): "_COVER_POINTS: an enumeration budget",
+    ("nki_lite/lower/analysis/coverage.py", 1 << 18): "COVER_POINTS: an enumeration budget",
     ("nki_lite/runtime/jit.py", 4096): "bound on the status words of a disk-cache entry (validation)",
     ("nki_lite/lang/purity.py", 1 << 16): "_MAX_ITEMS: containers fingerprinted per trace",
     ("nki_lite/lang/source.py", 4096): "an lru_cache size",

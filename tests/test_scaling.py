@@ -9,7 +9,7 @@ import pytest
 import nki_lite as nki
 import nki_lite.language as nl
 from nki_lite.core import ir
-from nki_lite.lower.liveness import live_ranges
+from nki_lite.lower.analysis.liveness import live_ranges
 from nki_lite.lower.llvm import codegen
 from nki_lite.lower.llvm.parts import PART_WEIGHT
 from nki_lite.runtime import interpreter

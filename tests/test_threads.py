@@ -8,7 +8,7 @@ import pytest
 import nki_lite as nki
 import nki_lite.language as nl
 from nki_lite import errors
-from nki_lite.lower.parallel import programs_independent
+from nki_lite.lower.analysis.dependence import programs_independent
 from nki_lite.stdlib.elementwise import spmd_add
 
 from .markers import line_of
@@ -87,7 +87,7 @@ def test_pool_survives_fork(monkeypatch):
 
 def test_single_affine_loop_kernel_iterations_run_on_threads(monkeypatch):
     """A kernel that is one affine_range loop: its iterations are the programs."""
-    from nki_lite.lower.parallel import program_space
+    from nki_lite.lower.analysis.dependence import program_space
     from nki_lite.stdlib.matmul_kernels import tiled_matmul
     from nki_lite.stdlib.softmax_kernels import row_softmax
     rng = np.random.default_rng(3)

@@ -13,7 +13,7 @@ import pytest
 
 import nki_lite.language as nl
 from nki_lite.core.affine import Affine, Cmp
-from nki_lite.lower.verify_common import EMPTY, Range, enumerate_points, solve_range
+from nki_lite.lower.analysis.ranges import EMPTY, Range, enumerate_points, solve_range
 from nki_lite.runtime.kernel import Kernel
 from tests.kernels import matmul_tutorial as MT
 from tests.kernels import tutorial_style as T

@@ -7,7 +7,9 @@ allocation can give it. The model is the hardware compiler's automatic allocatio
 - a tile is live from its allocation to its last use in program order; a use inside a loop that does
   not contain the allocation keeps it live to the end of that loop, and a tile allocated inside a
   loop whose value is used after the loop is live from the start of the loop (tiles allocated
-  inside a loop and used only there are live for one iteration at a time);
+  inside a loop and used only there are live for one iteration at a time). This is the liveness
+  analysis' rule (lower/analysis/liveness.py `live_interval`), the one the JIT's arena and the
+  interpreter's freeing use;
 - a block-dimension tensor (`nl.par_dim` not first, e.g. `(32, 7, par_dim(128), 1024)`) costs the
   blocks live at the same time, not all of them: when the iterations of an enclosing loop touch
   pairwise disjoint sets of blocks (each block belongs to one iteration: written and read within
@@ -24,7 +26,11 @@ import numpy as np
 
 from ..core.affine import Affine
 from ..core.ir import Space
-from .verify_common import Ctx, Site, accesses, enumerate_points, itemsize, prod
+from .analysis.accesses import accesses
+from .analysis.liveness import live_interval
+from .analysis.program import Site
+from .analysis.ranges import enumerate_points, prod
+from .verify_common import Ctx, itemsize
 
 _BUDGET = 1 << 20
 
@@ -68,21 +74,13 @@ def _uses(ctx: Ctx) -> tuple[dict[str, Site], dict[str, list[tuple[Site, object]
 
 
 def _interval(ctx: Ctx, a_loops: tuple, a_pos: int, sites: list[Site]) -> tuple[int, int]:
-    """Live interval of a value created at a_pos inside a_loops and used at `sites`."""
-    a_ids = {id(l) for l in a_loops}
+    """Live interval of a value created at a_pos inside a_loops and used at `sites`: the liveness
+    analysis' rule (analysis/liveness.py `live_interval`) from the creation to each use."""
     start, end = a_pos, a_pos
+    span = lambda loop: ctx.loop_span[id(loop)]          # noqa: E731
     for u in sites:
-        u_ids = {id(l) for l in u.loops}
-        e = u.pos
-        for l in u.loops:                      # outermost loop of the use that the alloc is not in
-            if id(l) not in a_ids:
-                e = max(e, ctx.loop_span[id(l)][1])
-                break
-        end = max(end, e)
-        for l in a_loops:                      # outermost loop of the alloc that the use is not in
-            if id(l) not in u_ids:
-                start = min(start, ctx.loop_span[id(l)][0])
-                break
+        s, e, _ = live_interval(a_loops, a_pos, u.loops, u.pos, span)
+        start, end = min(start, s), max(end, e)
     return start, end
 
 

@@ -1,134 +1,24 @@
-"""Which kernels may run their "programs" in parallel without changing any result.
+"""The parallel planner: which parts of a kernel the JIT runs on threads.
 
-Programs are the SPMD grid's instances — or, for a kernel without a grid, the iterations of its last
-top-level `affine_range` loop (`program_space`). Statements before that loop are the *prologue*
-(typically loads of weights into SBUF), statements after it the *epilogue*. One call of the native
-function runs any of three phases: the prologue, a range [lo, hi) of programs, the epilogue
-(lower/llvm/abi.py). Serially one call runs all three. In parallel the calling thread runs the
-prologue, worker threads run ranges of programs, then the calling thread runs the epilogue.
+Whether iterations are independent is decided by the dependence analysis
+(lower/analysis/dependence.py, whose contract defines programs, prologue, epilogue and private
+buffers). One call of the native function runs any of three phases: the prologue, a range [lo, hi)
+of programs, the epilogue (lower/llvm/abi.py). Serially one call runs all three; in parallel the
+calling thread runs the prologue, worker threads run ranges of programs, then the calling thread runs
+the epilogue.
 
-Memory during the programs phase: on-chip buffers allocated inside the program body are *private*
-(each worker has its own copy, `private_buffers`); every other on-chip buffer is *shared* (the
-calling thread's, written by the prologue, only read by the programs).
-
-Contract: `programs_independent(kernel)` returns True only when that parallel schedule gives exactly
-the serial results:
-- every HBM write of a program is separated by program id — for each program axis with more than one
-  program, some dimension of the write's index is `c * pid + rest` with the rest spanning less than
-  |c|, so two programs never write the same element — and a program only reads HBM the programs write
-  through exactly the access it writes it with (its own region);
-- programs write on-chip memory only in private buffers (no accumulation into shared state), and the
-  epilogue reads no private buffer (serially it would see the last program's values);
-- no device_print, no HBM views of written tensors, no shared HBM scratch.
-The prologue runs once before any program and the epilogue after all of them, as in the serial order,
-so what they read and write needs no further condition. False means "not proven": run serially.
+Contract: `regions(kernel)` lists the affine loops inside a kernel that may run on threads (nested
+loops with independent iterations and enough work per run); `explain(kernel)` says in words what runs
+on threads and why the rest runs serially. `program_space` and `programs_independent` are the
+dependence analysis' (read them there, or cached through `lower.analysis.of(kernel)`).
 """
 from __future__ import annotations
 
 from ..core import ir
-from ..core.affine import Affine, axis_var
-from ..core.ops import accumulates, host_effect
-
-
-def _span(e: Affine, ext: dict, skip: str) -> int:
-    """max - min of e without its `skip` term, over vars ranging in [0, ext)."""
-    lo = hi = 0
-    for v, c in e.terms:
-        if v == skip:
-            continue
-        n = ext.get(v)
-        if n is None:
-            return 1 << 62
-        lo += min(0, c * (n - 1))
-        hi += max(0, c * (n - 1))
-    return hi - lo
-
-
-def program_space(kernel: ir.Kernel) -> tuple[tuple[str, ...], tuple[int, ...], tuple, tuple, tuple]:
-    """(program variables, their extents, the body each program runs, prologue, epilogue)."""
-    grid = kernel.grid or ()
-    if grid:
-        return tuple(f"pid{g}" for g in range(len(grid))), tuple(grid), kernel.body, (), ()
-    loops = [k for k, n in enumerate(kernel.body) if isinstance(n, ir.Loop) and n.kind == "affine"]
-    if not loops:
-        return (), (), kernel.body, (), ()
-    k = loops[-1]
-    lp = kernel.body[k]
-    return (lp.var,), (lp.trip,), lp.body, kernel.body[:k], kernel.body[k + 1:]
-
-
-def private_buffers(kernel: ir.Kernel) -> set[str]:
-    """On-chip buffers (roots) allocated inside the program body: one copy per worker thread."""
-    body = program_space(kernel)[2]
-    bufs = kernel.buffer_map
-    return {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(body) if i.op == "alloc"}
-
-
-def programs_independent(kernel: ir.Kernel) -> bool:
-    pvars, extents, body, prologue, epilogue = program_space(kernel)
-    if not pvars or all(n <= 1 for n in extents):
-        return False
-    bufs = kernel.buffer_map
-    if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
-        return False
-    if any(host_effect(i) for i, _ in ir.walk(kernel.body)):
-        return False
-    return _iterations_independent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
-
-
-def _iterations_independent(kernel, pvars, extents, body, private: set, fixed: dict, after) -> bool:
-    """The programs (values of `pvars` over `extents`) of `body` are independent (module contract);
-    `fixed` names enclosing loop variables that keep one value while they run; `after` is what runs
-    after them and must not read a private buffer."""
-    return _why_dependent(kernel, pvars, extents, body, private, fixed, after) is None
-
-
-def _at(instr: ir.Instr) -> str:
-    loc = instr.loc
-    return f" ({loc.file.rsplit('/', 1)[-1]}:{loc.line})" if loc is not None else ""
-
-
-def _why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, after) -> str | None:
-    """None when `_iterations_independent`, else the first reason why not, in words."""
-    bufs = kernel.buffer_map
-    root = lambda name: bufs[name].base or name          # noqa: E731
-    writes: dict[str, set] = {}
-    for instr, loops in ir.walk(body):
-        if instr.op == "alloc":
-            continue
-        for acc in instr.outs:
-            b = bufs[acc.buffer]
-            if b.space != ir.Space.HBM:
-                if root(acc.buffer) not in private:
-                    return (f"{instr.op}{_at(instr)} writes '{root(acc.buffer)}', an on-chip buffer allocated "
-                            "outside the loop: iterations could accumulate into it")
-                continue
-            if b.base is not None:
-                return f"{instr.op}{_at(instr)} writes a reshaped view of '{b.base}'"
-            ext = dict(zip(pvars, extents))
-            ext.update(fixed)
-            ext.update({lp.var: lp.trip for lp in loops})
-            ext.update({axis_var(a): n for a, n in enumerate(acc.shape)})
-            for pid, n in zip(pvars, extents):
-                if n == 1:
-                    continue
-                if not any(e.coeff(pid) != 0 and _span(e, ext, pid) < abs(e.coeff(pid)) for e in acc.index):
-                    return (f"{instr.op}{_at(instr)} writes '{acc.buffer}' where different values of {pid} "
-                            "may write the same elements")
-            writes.setdefault(acc.buffer, set()).add(acc)
-        if accumulates(instr) and root(instr.out.buffer) not in private:
-            return f"nc_matmul{_at(instr)} accumulates into '{root(instr.out.buffer)}', allocated outside the loop"
-    for instr, _ in ir.walk(body):
-        for acc in instr.ins:
-            if isinstance(acc, ir.Access):
-                r = root(acc.buffer)
-                if r in writes and acc not in writes[r]:
-                    return f"{instr.op}{_at(instr)} reads '{r}' in a region other iterations write"
-    for instr, _ in ir.walk(after):
-        for o in instr.ins:
-            if isinstance(o, ir.Access) and root(o.buffer) in private:
-                return f"{instr.op}{_at(instr)} reads '{root(o.buffer)}', a tile of the loop, after it"
-    return None
+from ..core.ops import host_effect
+from . import analysis
+from .analysis.dependence import (allocated_in, iterations_independent, private_buffers, program_space,
+                                  why_dependent)
 
 
 REGION_MIN_ELEMENTS = 1 << 18     # element-steps per run of a loop worth a dispatch (~50 us of Python)
@@ -162,7 +52,7 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
         return []
     _, _, body, prologue, epilogue = program_space(kernel)
     # the programs' own loops stay inside them when the programs already run on threads
-    scope = tuple(prologue) + tuple(epilogue) if programs_independent(kernel) else kernel.body
+    scope = tuple(prologue) + tuple(epilogue) if analysis.of(kernel).programs_independent else kernel.body
     bufs = kernel.buffer_map
     if any(b.space == ir.Space.HBM and b.kind == "local" and b.hbm_kind == "shared_hbm" for b in bufs.values()):
         return []
@@ -174,13 +64,13 @@ def regions(kernel: ir.Kernel) -> list[ir.Loop]:
                 continue
             if (n.kind == "affine" and n.trip > 1 and len(enclosing) + len(kernel.grid or ()) <= REGION_MAX_DEPTH
                     and _work([n]) >= REGION_MIN_ELEMENTS):
-                private = {bufs[i.out.buffer].base or i.out.buffer for i, _ in ir.walk(n.body) if i.op == "alloc"}
+                private = allocated_in(kernel, n.body)
                 inside = {id(i) for i, _ in ir.walk(n.body)}
                 # everything else runs before or after the loop, in this or another enclosing iteration
                 others = tuple(i for i, _ in ir.walk(kernel.body) if id(i) not in inside)
                 fixed = {lp.var: 1 for lp in enclosing}
                 fixed.update({f"pid{g}": 1 for g in range(len(kernel.grid or ()))})
-                if _iterations_independent(kernel, (n.var,), (n.trip,), n.body, private, fixed, others):
+                if iterations_independent(kernel, (n.var,), (n.trip,), n.body, private, fixed, others):
                     found.append(n)
                     continue
             visit(n.body, enclosing + (n,))
@@ -201,7 +91,7 @@ def explain(kernel: ir.Kernel) -> str:
                 f"{extents[0]} iterations of the affine_range loop {pvars[0]}{_at_loop(kernel.body, pvars[0])}")
         extra = " and ".join(w for w, on in (("after a prologue", prologue), ("before an epilogue", epilogue)) if on)
         extra = f" {extra}" if extra else ""
-        if programs_independent(kernel):
+        if analysis.of(kernel).programs_independent:
             lines.append(f"programs: {what}{extra}: on threads")
         else:
             bufs = kernel.buffer_map
@@ -213,7 +103,7 @@ def explain(kernel: ir.Kernel) -> str:
                      for b in bufs.values()):
                 why = "the kernel has shared HBM scratch"
             else:
-                why = _why_dependent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
+                why = why_dependent(kernel, pvars, extents, body, private_buffers(kernel), {}, epilogue)
             lines.append(f"programs: {what}{extra}: serial, because {why}")
     found = regions(kernel)
     for lp in found:

@@ -18,14 +18,9 @@ the exact integer range solver, naming) in verify_common.
 from __future__ import annotations
 
 from ..core.ir import Kernel
-
-
-class OutputCoverageWarning(UserWarning):
-    """A returned output is provably only partly written (the rest keeps uninitialised memory)."""
-
-
-from . import verify_bounds, verify_deps, verify_matmul, verify_memory, verify_params, verify_tiles  # noqa: E402
-from .verify_common import Ctx  # noqa: E402
+from . import verify_bounds, verify_deps, verify_matmul, verify_memory, verify_params, verify_tiles
+from .verify_common import Ctx
+from .verify_params import OutputCoverageWarning  # noqa: F401  (public: nki_lite.lower.verify.OutputCoverageWarning)
 
 _PER_INSTRUCTION = (
     verify_memory.check_spaces,        # rule 6

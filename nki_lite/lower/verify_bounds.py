@@ -13,8 +13,11 @@ is `out_of_bounds`.
 from __future__ import annotations
 
 from .. import errors
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import Range, solve_range
 from ..core.ops import mask_applies
-from .verify_common import Ctx, Range, Site, access_space, accesses, render, render_point, short, solve_range
+from .verify_common import Ctx, access_space, render, render_point, short
 
 
 def _fits(r, dim: int) -> bool:

@@ -23,29 +23,13 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine
 from ..core.ir import Access, Space
-from ..core.ops import accumulates
-from .verify_common import BUDGET, Ctx, Range, Site, access_space, enumerate_points, prod, short, solve_range
+from .analysis.accesses import flat_index
+from .analysis.dependence import accumulation_exempt, hbm_shared_across
+from .analysis.program import Site
+from .analysis.ranges import BUDGET, Range, enumerate_points, prod, solve_range
+from .verify_common import Ctx, access_space, short
 
 _SAMPLE_Y = 16
-
-
-def _exempt(ctx: Ctx, site: Site, acc: Access) -> bool:
-    instr = site.instr
-    if accumulates(instr):
-        return True
-    if (instr.op == "tensor_tensor" and instr.attr("op") == "add" and ctx.buf(acc.buffer).space == Space.PSUM
-            and any(isinstance(a, Access) and a.buffer == acc.buffer for a in instr.ins)):
-        return True
-    # Associative reductions are not loop-carried dependencies (legacy affine_range docs; AWS's mamba
-    # tutorial accumulates `sbuf_acc[...] += x` inside affine_range): an element-wise read-modify-write
-    # of exactly the written location with an associative, commutative op.
-    if (instr.op == "tensor_tensor" and instr.attr("op") in _ASSOCIATIVE
-            and any(isinstance(a, Access) and a == acc for a in instr.ins)):
-        return True
-    return False
-
-
-_ASSOCIATIVE = ("add", "multiply", "maximum", "minimum")
 
 
 class _W:
@@ -55,18 +39,12 @@ class _W:
         self.site, self.k, self.acc, self.depth = site, k, acc, depth
         self.buf = ctx.buf(acc.buffer)
         self.root = ctx.root(acc.buffer)
-        self.exempt = role == "out" and _exempt(ctx, site, acc)
+        self.exempt = role == "out" and accumulation_exempt(ctx.bufs, site.instr, acc)
         self.space = access_space(ctx, site, role, k, acc)
 
-
-def _linear(ctx: Ctx, w: _W) -> Affine:
-    """Element offset of the write within its root storage (row-major over the view's shape)."""
-    shape = w.buf.shape
-    off, stride = Affine(0), 1
-    for d in reversed(range(len(shape))):
-        off = off + w.acc.index[d].scale(stride)
-        stride *= shape[d]
-    return off
+    def flat(self) -> Affine:
+        """Element offset of the write within its root storage (row-major over the view's shape)."""
+        return flat_index(self.buf.shape, self.acc.index)
 
 
 def _split(e: Affine, v: str, outer: set[str]):
@@ -79,7 +57,7 @@ def _split(e: Affine, v: str, outer: set[str]):
 def _dims(ctx: Ctx, w1: _W, w2: _W) -> list[tuple[Affine, Affine]]:
     if w1.acc.buffer == w2.acc.buffer:
         return list(zip(w1.acc.index, w2.acc.index))
-    return [(_linear(ctx, w1), _linear(ctx, w2))]
+    return [(w1.flat(), w2.flat())]
 
 
 def _separated(ctx: Ctx, loop, w1: _W, w2: _W, outer: set[str]) -> bool:
@@ -178,7 +156,7 @@ def _witness(ctx: Ctx, loop, w1: _W, w2: _W, outer_vars: list[str]):
     if same_buf:
         d1, d2, shape = list(w1.acc.index), list(w2.acc.index), tuple(w1.buf.shape)
     else:
-        d1, d2, shape = [_linear(ctx, w1)], [_linear(ctx, w2)], (prod(w1.root.shape),)
+        d1, d2, shape = [w1.flat()], [w2.flat()], (prod(w1.root.shape),)
     if w1 is w2:
         fast = _invariant_witness(ctx, loop, w1, d1, shape)
         if fast is not None:
@@ -252,17 +230,6 @@ def _find(k1, v1, k2, v2, same: bool):
     return int(common[j]), a, b
 
 
-def _hbm_shared_across(root, loop) -> bool:
-    """Kernel inputs/outputs and shared_hbm tensors exist once; a private HBM scratch tensor (nl.hbm)
-    counts as declared outside the loop only when it provably was (same file, an earlier line): HBM
-    buffers have no alloc instruction that would say where they come to life."""
-    if root.kind != "local" or root.hbm_kind == "shared_hbm":
-        return True
-    if root.loc is None or loop.loc is None:
-        return False
-    return root.loc.file == loop.loc.file and root.loc.line < loop.loc.line
-
-
 def check_dependencies(ctx: Ctx) -> None:
     alloc_loops: dict[str, set[int]] = {}
     for s in ctx.sites:
@@ -281,7 +248,7 @@ def check_dependencies(ctx: Ctx) -> None:
                 b = ctx.buf(acc.buffer)
                 if b.space != Space.HBM and id(loop) in alloc_loops.get(acc.buffer, set()):
                     continue                       # a fresh tile in every iteration
-                if b.space == Space.HBM and not _hbm_shared_across(ctx.root(acc.buffer), loop):
+                if b.space == Space.HBM and not hbm_shared_across(ctx.root(acc.buffer), loop):
                     continue
                 if id(loop) not in per_loop:
                     per_loop[id(loop)] = (loop, [])
@@ -289,7 +256,7 @@ def check_dependencies(ctx: Ctx) -> None:
                 per_loop[id(loop)][1].append(_W(ctx, s, k, acc, depth))
             for k, acc in enumerate(s.instr.ins):
                 if (isinstance(acc, Access) and ctx.buf(acc.buffer).space == Space.HBM
-                        and _hbm_shared_across(ctx.root(acc.buffer), loop)):
+                        and hbm_shared_across(ctx.root(acc.buffer), loop)):
                     hbm_reads.setdefault(id(loop), []).append(_W(ctx, s, k, acc, depth, role="in"))
     for lid in order:
         loop, writes = per_loop[lid]

@@ -17,7 +17,9 @@ import numpy as np
 from .. import errors
 from ..core.affine import Affine, is_axis_var
 from ..core.ir import Space
-from .verify_common import Ctx, Site, fmt_shape, itemsize, prod, render
+from .analysis.program import Site
+from .analysis.ranges import prod
+from .verify_common import Ctx, fmt_shape, itemsize, render
 
 MATMUL_DTYPES = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 _FP32 = ("float32", "tfloat32")

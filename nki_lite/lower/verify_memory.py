@@ -22,8 +22,11 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import prod
 from ..core.ops import is_compute, is_dma
-from .verify_common import Ctx, Site, accesses, buf_desc, itemsize, prod, short
+from .verify_common import Ctx, buf_desc, itemsize, short
 
 _TOP = 5
 

@@ -4,7 +4,7 @@ Rule 10 (immutable_parameter): an instruction whose output is a kernel input (or
 one) that is not annotated nt.mutable_tensor.
 Rule 11 (output_not_written): a returned HBM output (created in the kernel) that no executed
 instruction writes: no write at all, writes only inside loops with zero iterations, or only
-writes whose mask is never true. Partial coverage is a warning (verify.OutputCoverageWarning) when
+writes whose mask is never true. Partial coverage is a warning (OutputCoverageWarning, re-exported by verify) when
 it is cheap to prove: every write to the output is enumerated exactly (masks, loops and the launch
 grid included) when that takes at most a few million points.
 """
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-
 from .. import errors
-from ..core.affine import Affine
 from ..core.ir import Space
-from .verify_common import BUDGET, EMPTY, Ctx, access_space, enumerate_points, prod, short, solve_range
+from .analysis.coverage import Write, uncovered
+from .analysis.ranges import EMPTY, prod, solve_range
+from .verify_common import Ctx, access_space, short
 
-_COVER_POINTS = 1 << 18
-_COVER_SIZE = 1 << 24
+class OutputCoverageWarning(UserWarning):
+    """A returned output is provably only partly written (the rest keeps uninitialised memory)."""
+
+
 
 
 def check_immutable(ctx: Ctx, site) -> None:
@@ -42,16 +43,7 @@ def check_immutable(ctx: Ctx, site) -> None:
                      f"`{root.name}: nt.mutable_tensor` and return it")
 
 
-def _linear(b, acc) -> Affine:
-    off, stride = Affine(0), 1
-    for d in reversed(range(len(b.shape))):
-        off = off + acc.index[d].scale(stride)
-        stride *= b.shape[d]
-    return off
-
-
 def check_outputs(ctx: Ctx) -> None:
-    from .verify import OutputCoverageWarning
     for name in ctx.kernel.outputs:
         out = ctx.buf(name)
         if out.space != Space.HBM or out.kind != "output":
@@ -100,75 +92,17 @@ def check_outputs(ctx: Ctx) -> None:
 
 
 def _coverage(ctx: Ctx, out, writes, warn_cls) -> None:
+    if any(not sp.certain for _, _, _, sp in writes):
+        return
+    gap = uncovered(ctx.bufs, out, [Write(acc, sp.extents, sp.cons) for _, _, acc, sp in writes])
+    if gap is None:
+        return
     size = prod(out.shape)
-    if size > _COVER_SIZE or any(not sp.certain for _, _, _, sp in writes):
-        return
-    missing = _uncovered_slab(ctx, out, writes)
-    if missing is None:
-        missing = _uncovered_exact(ctx, out, writes)
-    if missing is None:
-        return
-    n, box, first = missing
-    msg = (f"output '{out.name}' is only partly written: {n} of {size} elements are never written (all inside "
-           f"{out.name}[{box}], e.g. {out.name}[{first}]); they keep whatever the memory held (NaN in the "
+    msg = (f"output '{out.name}' is only partly written: {gap.n} of {size} elements are never written (all inside "
+           f"{out.name}[{gap.box}], e.g. {out.name}[{gap.first}]); they keep whatever the memory held (NaN in the "
            f"interpreter). Check loop trip counts (math.ceil) and masks")
     loc = out.loc or ctx.kernel.loc
     if loc is not None and loc.line > 0:
         warnings.warn_explicit(warn_cls(f"{short(loc)}: {msg}"), warn_cls, loc.file, loc.line)
     else:
         warnings.warn(warn_cls(msg), stacklevel=2)
-
-
-def _uncovered_slab(ctx: Ctx, out, writes):
-    """Cheap and sound: per dimension, the values each write's index can take (masks ignored, so a
-    superset); a coordinate no write reaches is an unwritten slab of the output."""
-    if any(ctx.buf(acc.buffer).base is not None for _, _, acc, _ in writes):
-        return None
-    for d, dim in enumerate(out.shape):
-        hit = np.zeros(dim, dtype=bool)
-        for s, k, acc, sp in writes:
-            pts = enumerate_points([acc.index[d]], sp.extents, (), BUDGET)
-            if pts is None:
-                return None
-            v = pts[0]
-            hit[v[(v >= 0) & (v < dim)]] = True
-        if not hit.all():
-            miss = np.nonzero(~hit)[0]
-            n = int(miss.size) * prod(out.shape) // dim
-            box = ", ".join(f"{int(miss.min())}:{int(miss.max()) + 1}" if a == d else ":"
-                            for a in range(len(out.shape)))
-            first = ", ".join(str(int(miss[0])) if a == d else "0" for a in range(len(out.shape)))
-            return n, box, first
-    return None
-
-
-def _uncovered_exact(ctx: Ctx, out, writes):
-    size = prod(out.shape)
-    if sum(prod(sp.extents.values()) for _, _, _, sp in writes) > _COVER_POINTS:
-        return None
-    covered = np.zeros(size, dtype=bool)
-    for s, k, acc, sp in writes:
-        b = ctx.buf(acc.buffer)
-        if b.base is None:
-            pts = enumerate_points(list(acc.index), sp.extents, sp.cons, _COVER_POINTS)
-            if pts is None:
-                return None
-            ok = np.ones(pts[0].shape[0], dtype=bool)
-            flat = np.zeros(pts[0].shape[0], dtype=np.int64)
-            for d, arr in enumerate(pts):
-                ok &= (arr >= 0) & (arr < out.shape[d])
-                flat = flat * out.shape[d] + arr
-        else:
-            pts = enumerate_points([_linear(b, acc)], sp.extents, sp.cons, _COVER_POINTS)
-            if pts is None:
-                return None
-            flat = pts[0]
-            ok = (flat >= 0) & (flat < size)
-        covered[flat[ok]] = True
-    if covered.all():
-        return None
-    missing = np.nonzero(~covered.reshape(out.shape))
-    n = int((~covered).sum())
-    box = ", ".join(f"{int(m.min())}:{int(m.max()) + 1}" for m in missing)
-    first = ", ".join(str(int(m[0])) for m in missing)
-    return n, box, first

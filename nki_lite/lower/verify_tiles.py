@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from .. import errors
 from ..core.ir import Space
+from .analysis.accesses import accesses
+from .analysis.program import Site
+from .analysis.ranges import prod
 from ..core.ops import engine_of, is_compute
-from .verify_common import MULTI, Ctx, Site, accesses, buf_desc, fmt_shape, partition_axis, prod
+from .verify_common import MULTI, Ctx, buf_desc, fmt_shape, partition_axis
 
 _ROLE = {"out": "output", "in": "input"}
 

@@ -58,7 +58,7 @@ class Machine:
     """Memory and execution state for one kernel run."""
 
     def __init__(self, kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]):
-        from ..lower.liveness import live_ranges
+        from ..lower.analysis.liveness import live_ranges
         self.kernel = kernel
         self.buffers = kernel.buffer_map
         self.mem: dict[str, np.ndarray] = _Memory(self)

@@ -246,20 +246,20 @@ class CompiledKernel:
     @functools.cached_property
     def prefill(self) -> dict[str, bool]:
         """Outputs to NaN-fill before a launch: all in debug mode, else those not proven fully written."""
-        from ..lower.coverage import fully_written
-        return {name: self.debug or not fully_written(self.kernel, name) for name in self.kernel.outputs}
+        from ..lower import analysis
+        return {name: self.debug or not analysis.of(self.kernel).fully_written(name) for name in self.kernel.outputs}
 
     @functools.cached_property
     def n_programs(self) -> int:
         """SPMD instances, or the iterations of a kernel that is a single affine_range loop."""
-        from ..lower.parallel import program_space
-        return int(np.prod(program_space(self.kernel)[1] or (1,)))
+        from ..lower import analysis
+        return int(np.prod(analysis.of(self.kernel).program_space[1] or (1,)))
 
     @functools.cached_property
     def parallel(self) -> bool:
         """May the SPMD programs run on several threads without changing a bit? (lower/parallel.py)"""
-        from ..lower.parallel import programs_independent
-        return not self.gen.needs_print and programs_independent(self.kernel)
+        from ..lower import analysis
+        return not self.gen.needs_print and analysis.of(self.kernel).programs_independent
 
     def _run(self, args, lo: int, hi: int, stop_addr: int, phases: int = 7,
              shared: int | None = None) -> tuple[int, np.ndarray]:

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from .. import errors
 from ..core import ir
 from ..lower.cost import rules as _rules  # noqa: F401  (registers the cost rules)
-from ..lower.cost.schedule import Plan, ScheduleResult, Simulator, Totals, totals
+from ..lower.cost.plan import Plan
+from ..lower.cost.records import ScheduleResult
+from ..lower.cost.schedule import Simulator
+from ..lower.cost.totals import Totals, totals
 from ..core.targets import TARGETS, Target
 
 ENGINE_TRACKS = (("tensor", "Tensor"), ("vector", "Vector"), ("scalar", "Scalar"), ("gpsimd", "GpSimd"))

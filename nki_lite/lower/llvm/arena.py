@@ -19,7 +19,7 @@ import heapq
 
 from ...core import dtypes as D
 from ...core import ir
-from ..liveness import live_ranges
+from ..analysis.liveness import live_ranges
 from ..parallel import program_space
 from .parts import split
 

@@ -20,21 +20,46 @@ Contract: `live_ranges(kernel, units=None) -> Liveness`.
   Loop, in the body where it sits) has finished; the next touch of such a buffer, if any, is its
   `alloc` in a later iteration. A node object that occurs twice in the body is never a free point.
 Linear in the number of instructions (plus the loop nesting depth per buffer).
+
+`live_interval(first_loops, first_pos, last_loops, last_pos, span)` is that widening rule on its own,
+for any numbering of positions: the capacity rule's footprints (lower/footprints.py, positions of
+lower/analysis/program.py) read the same rule, so the JIT's arena, the interpreter's freeing and the
+verifier's SBUF/PSUM capacity agree on when a tile is live.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core import ir
+from ...core import ir
+from .accesses import root_name, roots_with_views
+
+
+def live_interval(first_loops, first_pos: int, last_loops, last_pos: int, span):
+    """(start, end, loop) of a value touched first at `first_pos` (inside `first_loops`, outermost
+    first) and last at `last_pos` (inside `last_loops`): with L the innermost loop holding both, an
+    end inside a loop nested in L moves to that loop's start (first) or end (last); `span(loop)` is a
+    loop's (first, last) position. `loop` is the loop nested in L that holds the last touch (None
+    when the last touch sits directly in L): the point after which the value is dead."""
+    k, n = 0, min(len(first_loops), len(last_loops))
+    while k < n and first_loops[k] is last_loops[k]:
+        k += 1
+    start = span(first_loops[k])[0] if len(first_loops) > k else first_pos
+    if len(last_loops) > k:
+        return start, span(last_loops[k])[1], last_loops[k]
+    return start, last_pos, None
 
 
 class _Scope:
-    """A loop's span of positions (the kernel body is the root scope)."""
-    __slots__ = ("parent", "depth", "start", "end", "node")
+    """A loop's span of positions (the kernel body is the root scope, chain ())."""
+    __slots__ = ("parent", "chain", "start", "end", "node")
 
     def __init__(self, parent, node, start):
         self.parent, self.node, self.start, self.end = parent, node, start, start - 1
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.chain = () if parent is None else parent.chain + (self,)
+
+
+def _span(scope: _Scope) -> tuple[int, int]:
+    return scope.start, scope.end
 
 
 @dataclass
@@ -51,7 +76,7 @@ def _default_units(nodes) -> list:
 def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
     units = units or _default_units
     bufs = kernel.buffer_map
-    viewed = {b.base for b in kernel.buffers if b.base}
+    viewed = roots_with_views(kernel)
     candidate = {b.name for b in kernel.buffers
                  if b.space != ir.Space.HBM and b.base is None and b.name not in viewed}
     first: dict[str, tuple] = {}          # name -> (position, scope, was it an alloc)
@@ -81,10 +106,10 @@ def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
             tail = id(item[-1]) if item else None
             for ins in item:
                 for o in ins.outs:
-                    touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, ins.op == "alloc")
+                    touch(root_name(bufs, o.buffer), pos, scope, tail, ins.op == "alloc")
                 for o in ins.ins:
                     if isinstance(o, ir.Access):
-                        touch(bufs[o.buffer].base or o.buffer, pos, scope, tail, False)
+                        touch(root_name(bufs, o.buffer), pos, scope, tail, False)
             pos += 1
 
     def _note(node):
@@ -97,20 +122,8 @@ def live_ranges(kernel: ir.Kernel, units=None) -> Liveness:
         if not was_alloc:
             continue                              # read before any alloc: not tracked (never freed)
         l, ls, tail = last[name]
-        a, b = fs, ls                             # the innermost scope holding both touches
-        while a.depth > b.depth:
-            a = a.parent
-        while b.depth > a.depth:
-            b = b.parent
-        while a is not b:
-            a, b = a.parent, b.parent
-        lca = a
-        start, s = f, fs
-        while s is not lca:                       # the loop nested in lca that holds the first touch
-            start, s = s.start, s.parent
-        end, e, free = l, ls, tail
-        while e is not lca:
-            end, free, e = e.end, id(e.node), e.parent
+        start, end, loop = live_interval(fs.chain, f, ls.chain, l, _span)
+        free = tail if loop is None else id(loop.node)
         out.ranges[name] = (start, end)
         if free is not None and free not in twice:
             out.free_after.setdefault(free, []).append(name)

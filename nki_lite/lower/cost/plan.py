@@ -1,0 +1,220 @@
+"""Static preparation of the schedule (schedule.py): everything about a kernel the simulation needs, once.
+
+Contract: `Plan(kernel, target)` holds, per instruction, its cost (rules.py; for masked DMAs the
+cost per value of the mask's loop variables, `Plan.cost`), the regions it reads and writes as
+per-dimension boxes (`AccInfo`: constant bounds over the tile axes plus loop-variable coefficients;
+HBM buffers with reshaped views as flat element ranges, lower/analysis/accesses.py), the physical
+copies each allocated tile rotates over (`AllocPlan`), and which PSUM memsets fold into the
+accumulating matmul that follows them. The SPMD grid is wrapped as outer affine loops over the
+program ids. Pure: nothing here simulates time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core import dtypes as D
+from ...core.affine import axis_of, is_axis_var
+from ...core.ir import Access, Instr, Kernel, Loop, Space, walk
+from ...core.targets import Target
+from ..analysis.accesses import flat_index, root_name, roots_with_views
+from ...core.ops import accumulates, is_dma, reads as op_reads
+from .rules import Cost, CostCtx, cost_of
+
+
+
+@dataclass
+class AccInfo:
+    root: str
+    buf: str
+    on_chip: bool
+    base_lo: tuple
+    base_hi: tuple
+    coef: dict            # loop var -> tuple of per-dimension coefficients
+    nblock: int = 0       # leading block dimensions (before the partition dimension)
+
+    def box(self, env) -> tuple[tuple, tuple]:
+        lo, hi = list(self.base_lo), list(self.base_hi)
+        for v, cs in self.coef.items():
+            x = env[v]
+            if x:
+                for d, c in enumerate(cs):
+                    if c:
+                        lo[d] += c * x
+                        hi[d] += c * x
+        return tuple(lo), tuple(hi)
+
+
+@dataclass
+class InstrInfo:
+    instr: Instr
+    cost: Cost | None
+    reads: list
+    writes: list
+    folded: bool = False
+    mask_vars: tuple = ()
+    loc: str = ""
+    shape: str = ""
+    label: str = ""
+
+
+@dataclass
+class AllocPlan:
+    slots: dict                 # buffer -> physical copies
+    sbuf_bytes_per_partition: int
+    psum_bytes_per_partition: int
+    loop_local: set
+
+
+def _affine_box(exprs, shape):
+    """Per-dimension box pieces of an access (one piece for a flat index): constant lo/hi over the
+    axis vars and loop-variable coefficients."""
+    lo, hi, coef = [], [], {}
+    for d, e in enumerate(exprs):
+        l = h = e.const
+        for v, c in e.terms:
+            if is_axis_var(v):
+                span = c * (shape[axis_of(v)] - 1)
+                l += min(0, span)
+                h += max(0, span)
+            else:
+                coef.setdefault(v, [0] * len(exprs))[d] = c
+        lo.append(l)
+        hi.append(h)
+    return tuple(lo), tuple(hi), {v: tuple(c) for v, c in coef.items()}
+
+
+class Plan:
+    """Everything about a kernel the schedule needs, computed once."""
+
+    def __init__(self, kernel: Kernel, target: Target):
+        self.kernel = kernel
+        self.target = target
+        self.bufs = kernel.buffer_map
+        self.root = {name: root_name(self.bufs, name) for name in self.bufs}
+        viewed = roots_with_views(kernel)
+        self.linear = {n for n in self.bufs if self.root[n] in viewed}
+        self.body = self._grid_wrap(kernel)
+        self.written = set()
+        for ins, _ in walk(self.body):
+            for o in ins.outs:
+                self.written.add(self.root[o.buffer])
+        self.alloc = self._alloc_plan()
+        self.info: dict[int, InstrInfo] = {}
+        instrs = list(walk(self.body))
+        for ins, loops in instrs:
+            self.info[id(ins)] = self._info(ins)
+        self._fold_memsets(self.body)
+
+    # ---- structure
+    @staticmethod
+    def _grid_wrap(kernel: Kernel):
+        body = kernel.body
+        for k in reversed(range(len(kernel.grid))):
+            body = (Loop(f"pid{k}", kernel.grid[k], "affine", body, loc=kernel.loc),)
+        return body
+
+    def _alloc_plan(self) -> AllocPlan:
+        t = self.target
+        loop_local, top = set(), set()
+        for ins, loops in walk(self.body):
+            if ins.op == "alloc":
+                (loop_local if loops else top).add(ins.out.buffer)
+        slots = {n: 1 for n in self.bufs}
+
+        def bpp(b):
+            per = b.size // max(1, b.shape[b.par_axis]) if b.shape else 1
+            return per * D.INFO[b.dtype].itemsize
+
+        sb = [n for n, b in self.bufs.items() if b.space == Space.SBUF]
+        for n in sb:
+            if n in loop_local:
+                slots[n] = max(1, t.sbuf_loop_tile_buffers)
+        while sum(bpp(self.bufs[n]) * slots[n] for n in sb) > t.sbuf_partition_bytes:
+            cand = [n for n in sb if slots[n] > 1]
+            if not cand:
+                break
+            big = max(cand, key=lambda n: (bpp(self.bufs[n]) * slots[n], n))
+            slots[big] = 1
+        ps = [n for n, b in self.bufs.items() if b.space == Space.PSUM]
+
+        def banks(b):
+            return max(1, math.ceil(bpp(b) / t.psum_bank_bytes))
+        fixed = sum(banks(self.bufs[n]) for n in ps if n not in loop_local)
+        local = [n for n in ps if n in loop_local]
+        need = sum(banks(self.bufs[n]) for n in local)
+        if need:
+            k = max(1, (t.psum_banks - fixed) // need)
+            for n in local:
+                slots[n] = k
+        sbuf_hw = sum(bpp(self.bufs[n]) * slots[n] for n in sb)
+        psum_hw = sum(bpp(self.bufs[n]) * slots[n] for n in ps)
+        return AllocPlan(slots, sbuf_hw, psum_hw, loop_local)
+
+    def _acc(self, a: Access) -> AccInfo:
+        b = self.bufs[a.buffer]
+        on_chip = b.space != Space.HBM
+        if a.buffer in self.linear:            # views alias their root: compare flat element ranges
+            lo, hi, coef = _affine_box([flat_index(b.shape, a.index)], a.shape)
+        else:
+            lo, hi, coef = _affine_box(a.index, a.shape)
+        nblock = b.par_axis if on_chip and a.buffer not in self.linear else 0
+        return AccInfo(self.root[a.buffer], a.buffer, on_chip, lo, hi, coef, nblock)
+
+    def _info(self, ins: Instr) -> InstrInfo:
+        reads, writes = [], []
+        if ins.op != "alloc":
+            for a in op_reads(ins):
+                if self.root[a.buffer] in self.written:
+                    reads.append(self._acc(a))
+            for a in ins.outs:
+                writes.append(self._acc(a))
+        mask_vars = ()
+        if ins.mask is not None:
+            mask_vars = tuple(sorted(v for v in ins.mask.vars() if not is_axis_var(v)))
+        cost = None
+        if ins.mask is None or not is_dma(ins):
+            cost = cost_of(ins, CostCtx(self.target, self.bufs))
+        elif not mask_vars:
+            cost = cost_of(ins, CostCtx(self.target, self.bufs, active=self._active(ins, {})))
+        loc = f"{ins.loc.file.rsplit('/', 1)[-1]}:{ins.loc.line}" if ins.loc else ""
+        shape = "x".join(map(str, ins.outs[0].shape)) if ins.outs else ""
+        label = cost.opcode if cost is not None else ins.op
+        return InstrInfo(ins, cost, reads, writes, False, mask_vars, loc, shape, label)
+
+    def _active(self, ins: Instr, env) -> int:
+        shape = ins.outs[0].shape
+        return int(np.count_nonzero(ins.mask.evaluate(env, shape)))
+
+    def cost(self, inf: InstrInfo, env) -> Cost:
+        if inf.cost is not None:
+            return inf.cost
+        key = tuple(env[v] for v in inf.mask_vars)
+        cache = getattr(inf, "_cache", None)
+        if cache is None:
+            cache = inf._cache = {}
+        c = cache.get(key)
+        if c is None:
+            c = cache[key] = cost_of(inf.instr, CostCtx(self.target, self.bufs,
+                                                       active=self._active(inf.instr, env)))
+        return c
+
+    def _fold_memsets(self, nodes):
+        """PSUM memset(0) followed (as the next access to that buffer) by an accumulating matmul."""
+        flat = [n for n, _ in walk(nodes)]
+        for k, ins in enumerate(flat):
+            if ins.op != "memset" or self.bufs[ins.out.buffer].space != Space.PSUM:
+                continue
+            v = ins.ins[0]
+            if getattr(v, "value", None) != 0:
+                continue
+            buf = ins.out.buffer
+            for nxt in flat[k + 1:]:
+                touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
+                if buf not in touched:
+                    continue
+                if accumulates(nxt) and nxt.out.buffer == buf:
+                    self.info[id(ins)].folded = True
+                break

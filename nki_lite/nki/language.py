@@ -79,4 +79,46 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     return t
 
 
+# The reference's keyword names where nki_lite's legacy spelling differs (same behaviour otherwise).
+@_instruction("nki.language.affine_range")
+def affine_range(start, stop=None, step=1):
+    return _legacy.affine_range(*_range_args(start, stop, step))
+
+
+@_instruction("nki.language.sequential_range")
+def sequential_range(start, stop=None, step=1):
+    return _legacy.sequential_range(*_range_args(start, stop, step))
+
+
+@_instruction("nki.language.static_range")
+def static_range(start, stop=None, step=1):
+    return _legacy.static_range(*_range_args(start, stop, step))
+
+
+def _range_args(start, stop, step) -> tuple:
+    return (start,) if stop is None and step == 1 else ((0 if stop is None else start), (start if stop is None
+                                                                                           else stop), step)
+
+
+@_instruction("nki.language.broadcast_to")
+def broadcast_to(x, shape, dtype=None):
+    out = _legacy.broadcast_to(x, shape)
+    return out if dtype is None else _legacy.copy(out, dtype=dtype)
+
+
+@_instruction("nki.language.zeros_like")
+def zeros_like(x, dtype=None, buffer=None, name=""):
+    return _legacy.zeros_like(x, dtype, buffer=buffer, name=name)
+
+
+@_instruction("nki.language.empty_like")
+def empty_like(x, dtype=None, buffer=None, name=""):
+    return _legacy.empty_like(x, dtype, buffer=buffer, name=name)
+
+
+@_instruction("nki.language.device_print")
+def device_print(print_prefix, tensor):
+    return _legacy.device_print(print_prefix, tensor)
+
+
 NOT_BUILT = _fill(globals(), "nki.language")

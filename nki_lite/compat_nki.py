@@ -5,7 +5,7 @@
     import nki, nki.language as nl, nki.isa as nisa, nki.typing as nt   # -> nki_lite.nki...
 
 Contract: `install()` registers `nki`, `nki.language`, `nki.isa`, `nki.typing`, `nki.simulator`,
-`nki.collectives` in sys.modules only when the real `nki` package is neither imported nor
+`nki.collectives`, `nki.isa.constants` in sys.modules only when the real `nki` package is neither imported nor
 importable (an installed AWS package always wins), is idempotent, and returns the names it added;
 `uninstall()` removes exactly those.
 """
@@ -31,7 +31,7 @@ def install() -> list[str]:
     if real_nki_present():
         return list(_ADDED)
     import nki_lite.nki as root
-    mods = {"nki": root, **{f"nki.{s}": getattr(root, s) for s in SUBMODULES}}
+    mods = {"nki": root, **{f"nki.{s}": getattr(root, s) for s in SUBMODULES}, "nki.isa.constants": root.isa.constants}
     for name, mod in mods.items():
         if name not in sys.modules:
             sys.modules[name] = mod

@@ -537,6 +537,8 @@ def test_compat_install_nki_dialect_and_uninstall():
         import nki.typing as typ
         assert real_looking is nki and lang is nl and i is nisa and typ is nt
         from nki.simulator import simulate_kernel  # noqa: F401
+        from nki.isa.constants import dge_mode, oob_mode
+        assert (dge_mode, oob_mode) == (nisa.dge_mode, nisa.oob_mode)
     finally:
         nki_lite.compat.uninstall()
     assert "nki" not in sys.modules and "nki.isa" not in sys.modules
@@ -560,3 +562,23 @@ def test_a_real_nki_package_wins(monkeypatch):
     monkeypatch.setitem(sys.modules, "nki", fake)
     assert nki_lite.compat.install(dialect="nki") == []
     assert sys.modules["nki"] is fake
+
+
+def test_nki_02_dtype_keyword_of_tensor_copy_rounds_through_that_dtype():
+    """nki-samples' matmul tutorial: nisa.tensor_copy(dst=..., src=psum, dtype=result.dtype)."""
+    @nki.jit
+    def k(x):
+        t = load(x)
+        same = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=same, src=t, dtype=nl.float32)
+        via = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=via, src=t, dtype=nl.bfloat16)
+        stt = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=stt, data=t, op0=nl.add, operand0=0.0, op1=nl.add, operand1=t,
+                                  dtype=nl.bfloat16)
+        return save(same), save(via), save(stt)
+    x = f32(128, 8)
+    same, via, stt = both(k, x)
+    assert np.array_equal(same, x)
+    assert np.array_equal(via, x.astype(ml_dtypes.bfloat16).astype(F32))
+    assert np.array_equal(stt, (x + x).astype(ml_dtypes.bfloat16).astype(F32))

@@ -3,7 +3,9 @@
 Contract:
 - Each built instruction takes the reference's parameters (reference.py, from aws-neuron-sdk's
   nki/api/nki/isa stubs): `dst` first, then its operands; there are no `mask=` or `dtype=` arguments
-  (the result has dst's dtype). It is the legacy nki_lite instruction assigned into dst:
+  (the result has dst's dtype). Exception: public kernels written for NKI 0.2 (nki-samples' tutorials)
+  pass `dtype=` to tensor_copy and scalar_tensor_tensor; it is accepted there and is the instruction's
+  output dtype, which the assignment into dst then converts (one more rounding only if they differ). It is the legacy nki_lite instruction assigned into dst:
   `dst[...] = legacy(operands, dtype=dst's dtype)`, so it traces into the same IR ops, with the same
   verification, numerics, interpreter, JIT and engine-model rules, and errors name the kernel's line.
 - dst must be a tensor of the kernel (NL-E914 otherwise). `name=` and `priority=` change nothing
@@ -15,12 +17,13 @@ Contract:
   `i > 0` of a loop variable) needs per-iteration flags in the IR: NL-E916.
 - A documented argument value that nki_lite does not implement is NL-E916 at the line; every such
   gap is declared in the instruction's `partial=` (docs/compat_nki.md).
-- The enums: `engine`, `nc_version`, `reduce_cmd`, `matmul_perf_mode`, `dge_mode`, `oob_mode` are
+- The enums (also as the submodule `nki.isa.constants`): `engine`, `nc_version`, `reduce_cmd`, `matmul_perf_mode`, `dge_mode`, `oob_mode` are
   nki_lite.isa's (so the legacy instructions accept them); `dma_engine` is new. Every other
   reference name is a NotBuilt stub (NL-E913 when used).
 """
 from __future__ import annotations
 
+import types
 from enum import Enum
 
 from .. import errors
@@ -68,8 +71,8 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
 
 
 @instruction("nki.isa.tensor_copy")
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
-    _put(_dst(dst, "nisa.tensor_copy"), _legacy.tensor_copy(src, dtype=_dt(dst), engine=engine))
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    _put(_dst(dst, "nisa.tensor_copy"), _legacy.tensor_copy(src, dtype=dtype or _dt(dst), engine=engine))
 
 
 @instruction("nki.isa.memset")
@@ -157,10 +160,11 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
 
 
 @instruction("nki.isa.scalar_tensor_tensor")
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None,
+                         dtype=None):
     _put(_dst(dst, "nisa.scalar_tensor_tensor"),
          _legacy.scalar_tensor_tensor(data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                      reverse0=reverse0, reverse1=reverse1, dtype=_dt(dst)))
+                                      reverse0=reverse0, reverse1=reverse1, dtype=dtype or _dt(dst)))
 
 
 @instruction("nki.isa.tensor_tensor_scan")
@@ -195,3 +199,8 @@ def nc_find_index8(dst, data, vals, name=None):
 
 
 NOT_BUILT = fill(globals(), "nki.isa")
+
+# `from nki.isa.constants import oob_mode, dge_mode` (the NKI Library's spelling): the enums as a submodule
+constants = types.ModuleType("nki.isa.constants", "nki.isa's enums (engine, dge_mode, oob_mode, ...)")
+for _name in ("engine", "dge_mode", "oob_mode", "nc_version", "reduce_cmd", "matmul_perf_mode", "dma_engine"):
+    setattr(constants, _name, globals()[_name])

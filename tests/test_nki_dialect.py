@@ -582,3 +582,65 @@ def test_nki_02_dtype_keyword_of_tensor_copy_rounds_through_that_dtype():
     assert np.array_equal(same, x)
     assert np.array_equal(via, x.astype(ml_dtypes.bfloat16).astype(F32))
     assert np.array_equal(stt, (x + x).astype(ml_dtypes.bfloat16).astype(F32))
+
+
+# ----------------------------------------------------------------------------- iota / affine_select patterns
+
+@nki.jit
+def iota_kernel(x):
+    flat = nl.ndarray((4, 6), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(flat, [[3, 2], [-1, 3]], offset=5, channel_multiplier=10)
+    shaped = nl.ndarray((4, 2, 3), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.iota(dst=shaped, pattern=[[3, 2], [1, 1], [-1, 3]], offset=5, channel_multiplier=10)
+    col = nl.ndarray((4, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(col, [[0, 1]], channel_multiplier=2)
+    per_iter = nl.ndarray((2, 4, 3), dtype=nl.int32, buffer=nl.shared_hbm)
+    for j in nl.affine_range(2):
+        t = nl.ndarray((4, 3), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(t, [[1, 3]], offset=j * 100)
+        nisa.dma_copy(per_iter[j], t)
+    return save(flat), save(shaped), save(col), per_iter
+
+
+def _pattern_values(P, pattern, offset, cm):
+    grids = np.meshgrid(*[np.arange(n) for _, n in pattern], indexing="ij")
+    free = sum(s * g for (s, _), g in zip(pattern, grids)).reshape(-1)
+    return offset + cm * np.arange(P)[:, None] + free[None, :]
+
+
+def test_iota_follows_the_reference_pseudo_code():
+    flat, shaped, col, per_iter = both(iota_kernel, f32(1, 1))
+    want = _pattern_values(4, [[3, 2], [-1, 3]], 5, 10)
+    assert np.array_equal(flat, want)
+    assert np.array_equal(shaped, want.reshape(4, 2, 3).astype(F32))
+    assert np.array_equal(col[:, 0], 2 * np.arange(4))
+    assert np.array_equal(per_iter, np.stack([np.broadcast_to(np.arange(3), (4, 3)) + 100 * j for j in range(2)]))
+
+
+@nki.jit
+def causal_mask(x):
+    t = load(x)
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(r, pattern=[[-1, x.shape[1]]], offset=0, channel_multiplier=1, on_true_tile=t,
+                       on_false_value=-9984.0, cmp_op=nl.greater_equal)
+    eq = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(eq, [[2, 2], [-1, x.shape[1] // 2]], 1, t, 0.0)
+    return save(r), save(eq)
+
+
+def test_affine_select_is_the_causal_mask():
+    x = f32(8, 8)
+    r, eq = both(causal_mask, x)
+    p, f = np.arange(8)[:, None], np.arange(8)[None, :]
+    assert np.array_equal(r, np.where(p - f >= 0, x, F32(-9984.0)))
+    vals = _pattern_values(8, [[2, 2], [-1, 4]], 0, 1)
+    assert np.array_equal(eq, np.where(vals == 0, x, F32(0)))
+
+
+def test_iota_pattern_of_the_wrong_size_is_an_error_at_the_line():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((4, 6), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(t, [[1, 5]])  # MARK-IOTA
+        return save(t)
+    raises(k, (f32(1, 1),), "shape_mismatch", "MARK-IOTA")

@@ -229,6 +229,14 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"[:160]
 
 
+def error_kind(e: BaseException) -> str:
+    """What the summary groups failures by: the nki_lite error code, else the exception and its message."""
+    code = getattr(e, "code", None)
+    if code:
+        return f"{code} {getattr(e, 'name', '')}: " + str(getattr(e, "message", "")).split("`")[0][:70]
+    return first_line(e)
+
+
 def import_file(path: Path, root: Path):
     pkg_root = next((p.parent for p in [path, *path.parents] if p.name == "nkilib"), None)
     if pkg_root is not None:
@@ -279,7 +287,7 @@ def main(argv: list[str]) -> int:
             except BaseException as e:          # noqa: BLE001 - any failure is a finding
                 mod = None
                 status = "IMPORT  " + first_line(e)
-                import_errors[first_line(e)] += 1
+                import_errors[error_kind(e)] += 1
             if show_files or mod is None:
                 print(f"{status:60.60s} {path.relative_to(root)}  kernels={len(kernels)}"
                       + (f"  not supported: {', '.join(blocking)}" if blocking else ""))
@@ -289,21 +297,23 @@ def main(argv: list[str]) -> int:
                 for mode in modes:
                     try:
                         check(mod, mode)
-                        run_results.append((str(path.relative_to(root)), kname, mode, "pass", ""))
+                        run_results.append((str(path.relative_to(root)), kname, mode, "pass", "", ""))
                     except BaseException as e:  # noqa: BLE001
-                        run_results.append((str(path.relative_to(root)), kname, mode, "FAIL", first_line(e)))
+                        run_results.append((str(path.relative_to(root)), kname, mode, "FAIL", first_line(e),
+                                            error_kind(e)))
                         if "--traceback" in argv:
                             traceback.print_exc()
     print()
-    for path, kname, mode, res, why in run_results:
+    for path, kname, mode, res, why, _ in run_results:
         print(f"{res:4s} {mode:9s} {path}::{kname}  {why}")
     passed = sum(1 for r in run_results if r[3] == "pass")
     print(f"\n{n_files} files, {n_new} in the new dialect, {n_kernels} @nki.jit kernels; {n_import} import; "
           f"runs: {passed}/{len(run_results)} pass (kernel x mode)")
-    print("\nNot-supported names used, by @nki.jit kernels in the files using them (files):")
+    print("\nNot-supported names used, by @nki.jit kernels in the files using them (files; a helper file without "
+          "kernels counts 0 kernels):")
     for name, k in feature_kernels.most_common():
         print(f"  {k:4d} kernels ({feature_files[name]:3d} files)  {name}")
-    fails = Counter(r[4] for r in run_results if r[3] == "FAIL")
+    fails = Counter(r[5] for r in run_results if r[3] == "FAIL")
     if fails or import_errors:
         print("\nFirst errors (imports, runs):")
         for why, k in (import_errors + fails).most_common():

@@ -14,10 +14,14 @@
         return out
 
 Contract: `jit`, `simulate`, `Kernel` (launch.py), the submodules `language`, `isa`, `typing`,
-`simulator`, `collectives`. Kernels trace into nki_lite's one IR; nothing here patches nki_lite.
+`simulator`, `collectives`; beyond the reference, `dtype` (annotations) and `compiler` (nki_lite.compiler),
+which the NKI Library uses. Kernels trace into nki_lite's one IR; nothing here patches nki_lite.
 What is built is docs/compat_nki.md (generated: `python -m nki_lite.nki.compat_table`); every
 reference name that is not built is importable and raises NL-E913 when used.
 """
+from numpy import dtype  # noqa: F401  (`nki.dtype` in the NKI Library's annotations: the dtypes are numpy's)
+
+from .. import compiler  # noqa: F401  (nki.compiler.skip_middle_end_transformations / no_reorder: as legacy)
 from . import collectives, isa, language, simulator, typing  # noqa: F401
 from .launch import Kernel, jit, simulate  # noqa: F401
 from .surface import fill as _fill

@@ -31,7 +31,8 @@ from .. import isa as _legacy
 from ..isa import dge_mode, engine, get_nc_version, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: F401
 from ..isa import gpsimd_engine, scalar_engine, tensor_engine, unknown_engine, vector_engine  # noqa: F401
 from ..loc import capture_loc
-from . import _bridge
+from .. import language as _nl
+from . import _bridge, isa_affine
 from .surface import fill, instruction, not_built_argument
 
 sync_engine = engine.sync
@@ -196,6 +197,18 @@ def max8(dst, src, name=None):
 @instruction("nki.isa.nc_find_index8")
 def nc_find_index8(dst, data, vals, name=None):
     _put(_dst(dst, "nisa.nc_find_index8"), _legacy.nc_find_index8(data=data, vals=vals, dtype=_dt(dst)))
+
+
+@instruction("nki.isa.iota")
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    isa_affine.iota(_dst(dst, "nisa.iota"), pattern, offset, channel_multiplier)
+
+
+@instruction("nki.isa.affine_select")
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=_nl.equal, offset=0,
+                  name=None):
+    isa_affine.affine_select(_dst(dst, "nisa.affine_select"), pattern, channel_multiplier, on_true_tile,
+                             on_false_value, cmp_op, offset)
 
 
 NOT_BUILT = fill(globals(), "nki.isa")

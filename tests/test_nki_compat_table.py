@@ -188,3 +188,11 @@ def test_every_supported_dtype_value_holds_a_tile():
     for space in ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm"):
         assert getattr(nl, space).name == space
     assert nl.tile_size.pmax == 128
+
+
+def test_keyword_only_parameters_make_a_name_partial(monkeypatch):
+    """A function taking by keyword only what the reference lists positionally is not 'supported'."""
+    import nki_lite.language as legacy
+    monkeypatch.setattr(nl, "exp", legacy.exp)          # the legacy form: dtype is keyword-only
+    status, note = compat_table.classify("nki.language.exp")
+    assert status == "partial" and note == "keyword-only here (positional in the reference): dtype"

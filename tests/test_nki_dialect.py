@@ -644,3 +644,22 @@ def test_iota_pattern_of_the_wrong_size_is_an_error_at_the_line():
         nisa.iota(t, [[1, 5]])  # MARK-IOTA
         return save(t)
     raises(k, (f32(1, 1),), "shape_mismatch", "MARK-IOTA")
+
+
+def test_reference_positional_parameters_are_positional():
+    """The reference's nl signatures take dtype / buffer / keepdims by position; nki_lite's legacy forms
+    take them by keyword only. nl.exp(x, nl.bfloat16) must not be NL-E907 here."""
+    @nki.jit
+    def k(x):
+        t = nl.load(x, nl.float32)
+        e = nl.exp(t, nl.bfloat16)
+        z = nl.zeros(x.shape, nl.float32, nl.sbuf)
+        s = nl.sum(t, 1, nl.float32, True)
+        m = nl.add(z, t, nl.float32)
+        return save(e), save(s), save(m)
+    x = f32(128, 8)
+    e, s, m = both(k, x)
+    assert e.dtype == ml_dtypes.bfloat16 and s.shape == (128, 1) and np.array_equal(m, x)
+    with pytest.raises(errors.NkiLiteError) as ei:
+        nki.jit(lambda x: save(nl.exp(nl.load(x), nl.float32, 3)))(x)      # one positional too many
+    assert ei.value.name == "call_signature"

@@ -5,7 +5,8 @@
 Contract: `rows()` classifies each entry of reference.py (the reference's names and parameter lists)
 against what nki_lite.nki defines, by looking, not by a hand-kept list:
 - a NotBuilt stub (or a tensor method the tile type lacks) is "not supported";
-- a function whose signature lacks some of the reference's parameters, or that declares unbuilt
+- a function whose signature lacks some of the reference's parameters (or takes by keyword only one the
+  reference lists positionally), or that declares unbuilt
   argument values (`__nki_partial__`), is "partial", naming what is missing; an enum lacking members,
   likewise;
 - anything else is "supported". tests/test_nki_compat_table.py checks that the committed page is
@@ -41,6 +42,13 @@ def _params(obj) -> set[str] | None:
     return out
 
 
+def _keyword_only(obj) -> set[str]:
+    try:
+        return {p.name for p in inspect.signature(obj).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    except (TypeError, ValueError):
+        return set()
+
+
 def classify(name: str) -> tuple[str, str]:
     kind, ref_params = REFERENCE[name]
     if name.startswith(TENSOR):
@@ -65,6 +73,9 @@ def classify(name: str) -> tuple[str, str]:
         missing = [p for p in ref_params if p not in have and not p.startswith("*")]
         if missing:
             notes.append("parameters not accepted: " + ", ".join(missing))
+        kwonly = _keyword_only(obj) & {p for p in ref_params if not p.startswith("*")}
+        if kwonly:
+            notes.append("keyword-only here (positional in the reference): " + ", ".join(sorted(kwonly)))
     for param, what in getattr(obj, "__nki_partial__", {}).items():
         notes.append(f"{param}: {what}")
     return ("partial", "; ".join(notes)) if notes else ("supported", "")

@@ -23,8 +23,9 @@ from .. import language as _nl
 from ..loc import capture_loc
 from .surface import not_built_argument
 
-_CMP = {_nl.equal: lambda a: a == 0, _nl.not_equal: lambda a: a != 0, _nl.greater: lambda a: a > 0,
-        _nl.greater_equal: lambda a: a >= 0, _nl.less: lambda a: a < 0, _nl.less_equal: lambda a: a <= 0}
+# by name, as nki_lite names ALU ops (nl.<op> of either dialect, or np.<op>)
+_CMP = {"equal": lambda a: a == 0, "not_equal": lambda a: a != 0, "greater": lambda a: a > 0,
+        "greater_equal": lambda a: a >= 0, "less": lambda a: a < 0, "less_equal": lambda a: a <= 0}
 
 
 def _aranges(sizes: list[int]) -> list:
@@ -69,7 +70,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0):
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op, offset):
-    cmp = _CMP.get(cmp_op)
+    cmp = _CMP.get(getattr(cmp_op, "__name__", None)) if callable(cmp_op) else None
     if cmp is None:
         raise errors.make("argument", f"nisa.affine_select: cmp_op must be one of nl.equal, not_equal, greater, "
                           f"greater_equal, less, less_equal; got {cmp_op!r}", loc=capture_loc())

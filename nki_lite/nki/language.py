@@ -13,16 +13,22 @@ Contract:
   `accumulate=None` ("first write overwrites, later writes accumulate", nki/migration) is an
   accumulation into zeros (docs/nki_dialect.md). `address=` is accepted and ignored, as nki_lite
   allocates automatically.
+- Where the reference lists a parameter positionally that nki_lite's legacy form takes by keyword only
+  (`dtype` of the math functions, `buffer` of zeros/ones/full, `keepdims` of reductions), the function
+  here also takes it by position (one adapter, `_positional`).
 - Every other name of the reference (reference.py) is a NotBuilt stub: NL-E913 when used.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 
 from .. import language as _legacy
 from ..language import *  # noqa: F401,F403
 from ..language import bool_, psum, private_hbm, sbuf, shared_hbm  # noqa: F401
 from . import _bridge
+from .reference import REFERENCE
 from .surface import fill as _fill, instruction as _instruction
 
 # `from ... import *` skips nothing public of nki_lite.language that has no __all__; names starting
@@ -120,6 +126,42 @@ def empty_like(x, dtype=None, buffer=None, name=""):
 def device_print(print_prefix, tensor):
     return _legacy.device_print(print_prefix, tensor)
 
+
+def _positional(short: str):
+    """nki_lite.language's `short`, also taking positionally the parameters the reference lists positionally
+    but nki_lite's legacy form has keyword-only (`nl.exp(x, nl.bfloat16)`, `nl.zeros(shape, dtype, nl.sbuf)`);
+    None when nothing differs."""
+    legacy = getattr(_legacy, short)
+    ref = REFERENCE.get(f"nki.language.{short}", (None, ()))[1]
+    sig = inspect.signature(legacy)
+    params = list(sig.parameters.values())
+    pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or list(ref[:len(pos)]) != pos:
+        return None
+    extra = [n for n in ref[len(pos):] if n in sig.parameters and sig.parameters[n].kind is inspect.Parameter.KEYWORD_ONLY]
+    if not extra or list(ref[len(pos):len(pos) + len(extra)]) != extra:
+        return None
+
+    @functools.wraps(legacy)
+    def call(*args, **kwargs):
+        if len(args) > len(pos):
+            names = extra[:len(args) - len(pos)]
+            if len(args) - len(pos) <= len(extra) and not any(n in kwargs for n in names):
+                kwargs.update(zip(names, args[len(pos):]))
+                args = args[:len(pos)]
+        return legacy(*args, **kwargs)      # anything still wrong is the legacy checker's NL-E906/E907
+    by_name = {p.name: p for p in params}
+    order = pos + extra
+    call.__signature__ = sig.replace(parameters=[by_name[n].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                                 for n in order] + [p for p in params if p.name not in order])
+    return call
+
+
+for _name in [n.rsplit(".", 1)[1] for n in REFERENCE if n.startswith("nki.language.") and n.count(".") == 2]:
+    if inspect.isfunction(globals().get(_name)) and globals()[_name] is getattr(_legacy, _name, None):
+        _wrapped = _positional(_name)
+        if _wrapped is not None:
+            globals()[_name] = _wrapped
 
 # exported by nki_lite.language but raising NL-E904 whatever the arguments: not built in this dialect either
 for _name in ("power",):

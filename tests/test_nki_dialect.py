@@ -663,3 +663,8 @@ def test_reference_positional_parameters_are_positional():
     with pytest.raises(errors.NkiLiteError) as ei:
         nki.jit(lambda x: save(nl.exp(nl.load(x), nl.float32, 3)))(x)      # one positional too many
     assert ei.value.name == "call_signature"
+
+
+def test_rejitting_a_kernel_with_options_applies_them():
+    assert nki.jit(version_kernel) is version_kernel
+    assert nki.jit(platform_target="trn2")(version_kernel)(f32(1, 1))[0, 0] == 3

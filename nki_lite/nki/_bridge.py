@@ -12,7 +12,3 @@ from ..runtime.kernel import Kernel, TARGETS  # noqa: F401  (the launch machiner
 def is_tensor(x) -> bool:
     """True for a tensor or tile of the kernel being traced (HBM, SBUF or PSUM)."""
     return isinstance(x, Tile)
-
-
-def is_psum(x) -> bool:
-    return isinstance(x, Tile) and x.space.value == "psum"

@@ -70,10 +70,10 @@ class Kernel:
 def jit(fn=None, **options):
     """@nki.jit, with or without options."""
     def wrap(f):
-        if isinstance(f, Kernel):
-            return f
-        if isinstance(f, _bridge.Kernel):
-            return Kernel(f)
+        if isinstance(f, (Kernel, _bridge.Kernel)):
+            if not options:
+                return f if isinstance(f, Kernel) else Kernel(f)
+            f = f.fn                   # re-jitting with options: the options apply to the function
         return Kernel(_bridge.Kernel(f, mode=options.pop("mode", None),
                                      target=options.pop("target", None) or options.pop("platform_target", None),
                                      **options))

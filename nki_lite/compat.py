@@ -7,7 +7,8 @@
 
 Contract: `install()` registers module aliases in sys.modules (idempotent) and returns the alias
 names; `uninstall()` removes exactly what install() added. `install(dialect="nki")` installs the
-current dialect's `import nki` (compat_nki.py), `install()` both, `install(dialect="legacy")` the legacy one. Nothing is patched in nki_lite itself.
+current dialect's `import nki` (compat_nki.py), `install()` both, `install(dialect="legacy")` the
+legacy one. Nothing is patched in nki_lite itself.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _aliases() -> dict[str, types.ModuleType]:
 def install(dialect: str | None = None) -> list[str]:
     if dialect not in (None, "legacy", "nki"):
         from .errors import make
-        raise make("argument", f"compat.install(dialect={dialect!r}): use 'legacy' (neuronxcc.nki), 'nki' or None (both)")
+        raise make("argument", f"compat.install(dialect={dialect!r}): use 'legacy' (neuronxcc.nki), 'nki' or "
+                   "None (both)")
     if dialect == "nki":
         from . import compat_nki
         return compat_nki.install()

@@ -6,7 +6,9 @@
     import neuronxcc.nki.language as nl    # -> nki_lite.language
 
 Contract: `install()` registers module aliases in sys.modules (idempotent) and returns the alias
-names; `uninstall()` removes exactly what install() added. Nothing is patched in nki_lite itself.
+names; `uninstall()` removes exactly what install() added. `install(dialect="nki")` installs the
+current dialect's `import nki` (compat_nki.py), `install()` both, `install(dialect="legacy")` the
+legacy one. Nothing is patched in nki_lite itself.
 """
 from __future__ import annotations
 
@@ -26,16 +28,28 @@ def _aliases() -> dict[str, types.ModuleType]:
             "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": typing, "neuronxcc.nki.compiler": compiler}
 
 
-def install() -> list[str]:
+def install(dialect: str | None = None) -> list[str]:
+    if dialect not in (None, "legacy", "nki"):
+        from .errors import make
+        raise make("argument", f"compat.install(dialect={dialect!r}): use 'legacy' (neuronxcc.nki), 'nki' or "
+                   "None (both)")
+    if dialect == "nki":
+        from . import compat_nki
+        return compat_nki.install()
     for name, mod in _aliases().items():
         if name not in sys.modules:
             sys.modules[name] = mod
             _ADDED.append(name)
     import nki_lite
     nki_lite.compiler = sys.modules["neuronxcc.nki.compiler"]
+    if dialect is None:
+        from . import compat_nki
+        return list(_ADDED) + compat_nki.install()
     return list(_ADDED)
 
 
 def uninstall() -> None:
+    from . import compat_nki
+    compat_nki.uninstall()
     while _ADDED:
         sys.modules.pop(_ADDED.pop(), None)

@@ -198,6 +198,16 @@ _TABLE = [
      "an nl/nisa API was called with the wrong number of positional arguments, or an argument missing or "
      "given twice",
      "call it as its signature says (docs/api_keywords.md)"),
+    # the current `nki` dialect (nki_lite/nki/, docs/nki_dialect.md)
+    ("NL-E913", "nki_not_built", UnsupportedError, "an API of the current nki dialect is not built in nki_lite yet",
+     "docs/compat_nki.md lists what the nki dialect supports; the legacy form of the API may exist"),
+    ("NL-E914", "dst_operand", ArgumentError, "a dst-first nisa instruction's dst is not an on-chip or HBM tensor",
+     "allocate dst with nl.ndarray(shape, dtype, buffer=nl.sbuf) (or nl.psum) and pass it first"),
+    ("NL-E915", "lnc", ArgumentError, "a kernel was launched on more logical NeuronCores than the target has",
+     "launch with kernel[1] or kernel[2] (LNC=2 needs trn2 or trn3)"),
+    ("NL-E916", "nki_argument_not_built", UnsupportedError,
+     "a documented argument value of a built nki instruction is not implemented in nki_lite yet",
+     "leave the argument at its default; docs/compat_nki.md lists what each instruction is missing"),
 ]
 
 # warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)

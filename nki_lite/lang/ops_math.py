@@ -5,6 +5,8 @@ partition axis aligned first), picks the output dtype (explicit `dtype=` or NKI 
 a fresh SBUF tile and emits exactly the IR instructions that define the result:
 `tensor_tensor` (tile op tile), `tensor_scalar` (tile op Python scalar), `activation` (unary math),
 `tensor_reduce`, `transpose`, `select` and `nc_matmul` (PSUM result; see tile.PendingMatmul).
+nl.loop_reduce is the one deferred op: its result is applied when assigned into its destination.
+Every nl function here is also what Tile's operators and numpy hooks call (tile.TILE_OPS).
 """
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..numerics import alu
 from ..core import dtypes as D
-from .api import api
+from .api import api, spec_of
+from .index import Index
 from .masks import to_mask
-from .memory import new_buffer, resolve_dtype
-from .ops_memory import ON_CHIP
-from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes
+from .memory import ON_CHIP, new_buffer, resolve_dtype
+from .opnames import alu_name
+from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, provide_tile_ops
 from .tracer import attrs, current
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -34,7 +37,6 @@ def _is_scalar(x) -> bool:
 
 def _operand(x, what: str, op: str, loc) -> Tile:
     if not isinstance(x, Tile):
-        from .index import Index
         if isinstance(x, Index):
             raise errors.make("unsupported", f"operand '{what}' of '{op}' is a symbolic index; index values as tile "
                               "data are not built yet", loc=loc, hint="use nisa.iota to materialise indices")
@@ -167,11 +169,6 @@ def power(x, y, *, dtype=None, mask=None):
 
 
 # ---------------------------------------------------------------- unary (activation functions)
-
-ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
-               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
-               "arctan", "mish", "sign")
-
 
 def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None, opname=None) -> Tile:
     tr = current()
@@ -412,22 +409,6 @@ def matmul(x, y, *, transpose_x=False, mask=None):
     return matmul_pending(xt, y, loc, "matmul")
 
 
-# ---------------------------------------------------------------- numpy interop
-
-def ufunc_to_op(ufunc):
-    table = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
-             np.fmod: fmod, np.mod: mod,
-             np.true_divide: divide, np.maximum: maximum, np.minimum: minimum, np.equal: equal,
-             np.not_equal: not_equal, np.greater: greater, np.greater_equal: greater_equal, np.less: less,
-             np.less_equal: less_equal, np.logical_and: logical_and, np.logical_or: logical_or,
-             np.logical_xor: logical_xor, np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or,
-             np.bitwise_xor: bitwise_xor, np.left_shift: left_shift, np.right_shift: right_shift,
-             np.exp: exp, np.log: log, np.tanh: tanh, np.sqrt: sqrt, np.square: square,
-             np.reciprocal: reciprocal, np.abs: abs, np.absolute: abs, np.negative: negative, np.sin: sin,
-             np.cos: cos, np.tan: tan, np.arctan: arctan, np.sign: sign, np.invert: invert}
-    return table.get(ufunc)
-
-
 @api("nl.var")
 def var(x, axis, *, dtype=None, mask=None):
     """nl.var: population variance along free axes = mean((x - mean(x))^2), each step in fp32."""
@@ -445,3 +426,47 @@ class fp32:  # noqa: N801 - NKI's spelling
     """FP32 constants (nl.fp32.min is the most negative finite fp32, bit pattern 0xff7fffff)."""
     min = float(np.finfo(np.float32).min)
     max = float(np.finfo(np.float32).max)
+
+
+@api("nl.logical_not")
+def logical_not(x, *, dtype=None, mask=None):
+    """nl.logical_not: 1 where x == 0, else 0."""
+    return equal(x, 0, dtype=dtype if dtype is not None else "bool", mask=mask)
+
+
+# ---------------------------------------------------------------- loop_reduce (legacy)
+
+class LoopReduce:
+    """A pending nl.loop_reduce (legacy: "the destination tile is also the rhs input to op"): assigned
+    into a view, `dst[...] = nl.loop_reduce(x, op=np.add, loop_indices=[i])` is `dst = op(x, dst)` on
+    the Vector Engine, cast to `dtype` (default: x's dtype), masked-off positions unwritten.
+    loop_indices only tells NKI's compiler which loops it may optimise across; it changes nothing
+    here. The result has no value of its own: any other use is an error naming the line."""
+
+    def __init__(self, x, op: str, dtype, mask, loc):
+        self.x, self.op, self.dtype, self.mask, self.loc = x, op, dtype, mask, loc
+
+    def apply_into(self, view) -> None:
+        want = resolve_dtype(self.dtype, self.loc) if self.dtype is not None else self.x.dtype_name
+        if want != view.dtype_name:
+            raise errors.make("dtype", f"nl.loop_reduce(dtype={want}) is assigned into '{view.name}' of dtype "
+                              f"{view.dtype_name}: the destination is also the reduction's input",
+                              loc=self.loc, hint="give the destination tile the reduction's dtype")
+        elementwise(self.op, self.x, view, None, self.mask, out=view, loc=self.loc)
+
+    def __getattr__(self, name):
+        raise errors.make("unsupported", "the result of nl.loop_reduce has no value of its own: assign it into "
+                          "its destination (dst[...] = nl.loop_reduce(x, op=..., loop_indices=[i]))",
+                          loc=self.__dict__.get("loc"))
+
+
+@api("nl.loop_reduce")
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None) -> LoopReduce:
+    loc = capture_loc(2)
+    if not isinstance(x, Tile):
+        raise errors.make("argument", f"nl.loop_reduce needs a tile, got {type(x).__name__}", loc=loc)
+    return LoopReduce(x, alu_name(op, loc), dtype, mask, loc)
+
+
+# every nl function of this module, by name, for Tile's operators (`a + b` is nl.add(a, b))
+provide_tile_ops({f.__name__: f for f in list(globals().values()) if callable(f) and spec_of(f) is not None})

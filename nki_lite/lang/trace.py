@@ -10,18 +10,21 @@ break/return.
 from __future__ import annotations
 
 import inspect
+import sys
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, UNKNOWN_LOC, capture_loc
+from ..loc import Loc, UNKNOWN_LOC, _is_internal, capture_loc, frame_loc
 from ..core import ir
-from ..typing import TensorSpec, is_mutable_annotation
+from .tensor_spec import TensorSpec, is_mutable_annotation
 from ..core import dtypes as D
 from . import purity, source, syntax
+from . import ops_memory  # noqa: F401 - it and ops_math fill tile.TILE_OPS, which every traced kernel needs
 from .tile import Tile
-from .tracer import Tracer, active
+from .tracer import Tracer, UnrollRequest, active
 
 
 def fn_loc(fn) -> Loc:
@@ -43,9 +46,6 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
 
 def _recursion_error(e: RecursionError):
     """NL-E809 at the recursive call: the user-code line that occurs most often in the traceback."""
-    import sys
-    from collections import Counter
-    from ..loc import _is_internal, frame_loc
     frames, tb = [], e.__traceback__
     while tb is not None:
         if not _is_internal(tb.tb_frame.f_code.co_filename):
@@ -68,9 +68,8 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
     """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
     parameter it writes is an output (written back into the caller's array), the rest stay read-only.
 
-    Loops whose variables steer Python control flow are traced unrolled (lang/ranges.UnrollRequest):
+    Loops whose variables steer Python control flow are traced unrolled (lang/tracer.UnrollRequest):
     the kernel is traced again with them unrolled, at most MAX_UNROLL_RETRACES times."""
-    from .ranges import UnrollRequest
     unroll: set = set()
     for _ in range(MAX_UNROLL_RETRACES):
         try:

@@ -14,7 +14,9 @@ from typing import Any
 from .. import errors
 from ..loc import Loc, capture_loc
 from ..core import ir
-from ..core.affine import Mask
+from ..core.affine import Affine, Mask
+from ..core.targets import TARGETS, Target
+from .source import loop_target
 
 _CURRENT: contextvars.ContextVar["Tracer | None"] = contextvars.ContextVar("nki_lite_tracer", default=None)
 
@@ -53,8 +55,13 @@ class Tracer:
         self.var_names: dict[str, tuple] = {}        # IR loop variable -> (user's name, start, step)
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
-        self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (see ranges.py)
+        self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
         self._token = None
+
+    @property
+    def hw(self) -> Target:
+        """The target's hardware facts (core/targets.py); trn2's (the default target) for an unknown name."""
+        return TARGETS.get(self.target) or TARGETS["trn2"]
 
     # ---- lifetime
     def __enter__(self) -> "Tracer":
@@ -128,7 +135,6 @@ class Tracer:
             self.pending.materialize()
         var = f"i{self.n_loops}"
         self.n_loops += 1
-        from .source import loop_target
         name = loop_target(loc)
         open_names = {self.var_names.get(b.loop["var"], (None,))[0] for b in self.stack[1:]}
         if name and name not in open_names:
@@ -170,13 +176,23 @@ class Tracer:
                          tuple(self.consts.items()))
 
 
+class UnrollRequest(Exception):
+    """Raised while tracing when Python control flow depends on the variables of symbolic loops only
+    (`if (i + 1) * 128 - 1 >= j * 512:`, a tile-level early exit): the kernel is traced again with
+    those loops unrolled, so each iteration's branch is taken at trace time — what NKI's simulator,
+    which runs the loops in Python, does. Never escapes lang/trace.py."""
+
+    def __init__(self, locs: set, error: Exception):
+        super().__init__("unroll")
+        self.locs, self.error = locs, error
+
+
 def user_text(expr) -> str:
     """An affine expression as the user would write it: loop variables by the for-target names in the
     source (`i`, not the IR's `i0`), accounting for the loop's start and step."""
     tr = _CURRENT.get()
     if tr is None or not tr.var_names:
         return str(expr)
-    from ..core.affine import Affine
     const, terms = expr.const, {}
     for v, c in expr.terms:
         name, start, step = tr.var_names.get(v, (None, 0, 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, capture_loc
+from ..loc import capture_loc
 from ..core import ir
 from ..core import dtypes as D
 from .api import api

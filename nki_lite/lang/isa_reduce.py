@@ -21,6 +21,7 @@ from .masks import to_mask
 from .memory import resolve_dtype
 from .opnames import act_name, alu_name
 from .ops_math import _operand, _out, activation_tile, reduce_tile
+from .tile import Tile
 from .tracer import attrs, current
 
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, capture_loc
 from ..core import ir
 from ..core import dtypes as D
 from .. import hostmem
-from ..loc import assigned_name
+from ..loc import Loc, assigned_name
 from .api import api
 from .source import control_flow_test
 from .tracer import Tracer

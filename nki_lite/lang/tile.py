@@ -384,64 +384,52 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
         raise _err("rank", f"too many indices ({len(key)}) for a tile of rank {nd} and shape {acc.shape}")
     advanced = [k for k in key if isinstance(k, Index) and k.ndim > 0]
     if advanced:
-        if any(isinstance(k, (slice, DynSlice)) for k in key):
-            raise _err("mixed_indexing", "mixing basic indexing (slices) and advanced indexing (nl.arange) "
-                       "in one subscript is not supported")
-        if len(key) < nd:
-            raise _err("rank", f"advanced indexing needs an index for each of the {nd} dimensions of a tile of "
-                       f"shape {acc.shape}; got {len(key)}")
-        ndim = max(k.ndim for k in advanced)
-        extents: dict[int, int] = {}
-        for k in advanced:
-            if k.ndim != ndim:
-                raise _err("bad_index", "index expressions of different rank in one subscript",
-                           "lift each nl.arange to the same rank ([:, None] and [None, :] for 2-D)")
-            for ax, e in k.extents.items():
-                if extents.setdefault(ax, e) != e:
-                    raise _err("bad_index", f"index expressions disagree on the extent of axis {ax}")
-        new_shape = tuple(extents.get(a, 1) for a in range(ndim))
-        subst = {}
-        for d, k in enumerate(key):
-            ix = _as_index_or_none(k)
-            if ix is None:
-                if isinstance(k, Tile):
-                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet",
-                               "index with nl.arange/affine expressions; gather with a loop over the index values "
-                               "known at trace time")
-                raise _err("bad_index", f"unsupported index {k!r}")
-            subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
-        return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
+        return _compose_advanced(acc, key, advanced)
+    return _compose_basic(acc, key + (slice(None),) * (nd - len(key)))
 
-    key = key + (slice(None),) * (nd - len(key))
+
+def _compose_advanced(acc: ir.Access, key: tuple, advanced: list) -> ir.Access:
+    """Advanced indexing: every dimension indexed by an nl.arange expression (or an integer); the
+    result has the expressions' common layout."""
+    nd = len(acc.shape)
+    if any(isinstance(k, (slice, DynSlice)) for k in key):
+        raise _err("mixed_indexing", "mixing basic indexing (slices) and advanced indexing (nl.arange) "
+                   "in one subscript is not supported")
+    if len(key) < nd:
+        raise _err("rank", f"advanced indexing needs an index for each of the {nd} dimensions of a tile of "
+                   f"shape {acc.shape}; got {len(key)}")
+    ndim = max(k.ndim for k in advanced)
+    extents: dict[int, int] = {}
+    for k in advanced:
+        if k.ndim != ndim:
+            raise _err("bad_index", "index expressions of different rank in one subscript",
+                       "lift each nl.arange to the same rank ([:, None] and [None, :] for 2-D)")
+        for ax, e in k.extents.items():
+            if extents.setdefault(ax, e) != e:
+                raise _err("bad_index", f"index expressions disagree on the extent of axis {ax}")
+    new_shape = tuple(extents.get(a, 1) for a in range(ndim))
+    subst = {}
+    for d, k in enumerate(key):
+        ix = _as_index_or_none(k)
+        if ix is None:
+            if isinstance(k, Tile):
+                raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet",
+                           "index with nl.arange/affine expressions; gather with a loop over the index values "
+                           "known at trace time")
+            raise _err("bad_index", f"unsupported index {k!r}")
+        subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
+    return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
+
+
+def _compose_basic(acc: ir.Access, key: tuple) -> ir.Access:
+    """Basic indexing (one key entry per dimension): slices and nl.ds keep a dimension, integers and
+    scalar index expressions drop it."""
     subst = {}
     new_shape: list[int] = []
     for d, k in enumerate(key):
         size = acc.shape[d]
         if isinstance(k, slice):
-            start, stop, step = k.start, k.stop, k.step
-            step = 1 if step is None else step
-            if not isinstance(step, int) or step == 0:
-                raise _err("bad_index", f"slice step must be a nonzero Python int, got {step!r}")
-            if all(v is None or isinstance(v, (int, np.integer)) for v in (start, stop)):
-                r = range(*slice(start, stop, step).indices(size))
-                n, first = len(r), (r.start if len(r) else 0)
-                if n == 0:
-                    raise _err("bad_index", f"empty slice {k} of a dimension of size {size}")
-                subst[axis_var(d)] = Affine.make(first, {axis_var(len(new_shape)): step})
-                new_shape.append(n)
-                continue
-            if step != 1:
-                raise _err("bad_index", "symbolic slices must have step 1", "use nl.ds(start, size)")
-            s = as_index(0 if start is None else start)
-            e = as_index(size if stop is None else stop)
-            if s is NotImplemented or e is NotImplemented:
-                raise _err("bad_index", f"unsupported slice bounds {k}")
-            span = (e - s).expr
-            if not span.is_const or span.const <= 0:
-                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
-                           "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
-            subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)))
-            new_shape.append(span.const)
+            subst[axis_var(d)] = _slice_expr(k, size, len(new_shape), new_shape)
         elif isinstance(k, DynSlice):
             s = as_index(k.start)
             if s is NotImplemented:
@@ -449,18 +437,50 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
             subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)), k.step)
             new_shape.append(k.size)
         else:
-            ix = _as_index_or_none(k)
-            if ix is None:
-                if isinstance(k, Tile):
-                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet")
-                raise _err("bad_index", f"unsupported index {k!r} of type {type(k).__name__}")
-            if ix.expr.is_const and not -size <= ix.expr.const < size:
-                raise _err("out_of_bounds", f"index {ix.expr.const} is out of bounds for a dimension of size {size}")
-            e = ix.expr
-            if e.is_const and e.const < 0:
-                e = Affine(e.const + size)
-            subst[axis_var(d)] = e
+            subst[axis_var(d)] = _point_expr(k, size)
     return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), tuple(new_shape))
+
+
+def _slice_expr(k: slice, size: int, axis: int, new_shape: list) -> Affine:
+    """The source index of a slice over result axis `axis` (appending its extent to new_shape)."""
+    start, stop, step = k.start, k.stop, k.step
+    step = 1 if step is None else step
+    if not isinstance(step, int) or step == 0:
+        raise _err("bad_index", f"slice step must be a nonzero Python int, got {step!r}")
+    if all(v is None or isinstance(v, (int, np.integer)) for v in (start, stop)):
+        r = range(*slice(start, stop, step).indices(size))
+        n, first = len(r), (r.start if len(r) else 0)
+        if n == 0:
+            raise _err("bad_index", f"empty slice {k} of a dimension of size {size}")
+        new_shape.append(n)
+        return Affine.make(first, {axis_var(axis): step})
+    if step != 1:
+        raise _err("bad_index", "symbolic slices must have step 1", "use nl.ds(start, size)")
+    s = as_index(0 if start is None else start)
+    e = as_index(size if stop is None else stop)
+    if s is NotImplemented or e is NotImplemented:
+        raise _err("bad_index", f"unsupported slice bounds {k}")
+    span = (e - s).expr
+    if not span.is_const or span.const <= 0:
+        raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
+                   "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
+    new_shape.append(span.const)
+    return s.expr + Affine.var(axis_var(axis))
+
+
+def _point_expr(k, size: int) -> Affine:
+    """The source index of an integer or scalar index expression (the dimension is dropped)."""
+    ix = _as_index_or_none(k)
+    if ix is None:
+        if isinstance(k, Tile):
+            raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet")
+        raise _err("bad_index", f"unsupported index {k!r} of type {type(k).__name__}")
+    if ix.expr.is_const and not -size <= ix.expr.const < size:
+        raise _err("out_of_bounds", f"index {ix.expr.const} is out of bounds for a dimension of size {size}")
+    e = ix.expr
+    if e.is_const and e.const < 0:
+        e = Affine(e.const + size)
+    return e
 
 
 def _unbroadcast(expr: Affine, shape: tuple[int, ...]) -> Affine:

@@ -118,6 +118,24 @@ def test_vector_transpose_limit_comes_from_the_target(monkeypatch):
     assert "16x16" in str(ei.value) and "20x20" in str(ei.value)
 
 
+def test_nc_transposes_default_engine_follows_the_target(monkeypatch):
+    """Without engine=, a tile within the Vector Engine's limit transposes there (SBUF result), a larger
+    one on the Tensor Engine (PSUM result)."""
+    @nki.jit
+    def k(a):
+        t = nl.load(a)
+        u = nisa.nc_transpose(t)
+        return None
+
+    def result_space(kern):
+        instr = next(n for n in kern.body if isinstance(n, ir.Instr) and n.op == "transpose")
+        return {b.name: b for b in kern.buffers}[instr.outs[0].buffer].space, dict(instr.attrs)["engine"]
+
+    assert result_space(_trace(k, np.zeros((20, 20), np.float32))) == (ir.Space.SBUF, "vector")
+    _with_target(monkeypatch, vector_transpose_max=16)
+    assert result_space(_trace(k, np.zeros((20, 20), np.float32))) == (ir.Space.PSUM, "tensor")
+
+
 def test_max8_free_size_limits_come_from_the_target(monkeypatch):
     _with_target(monkeypatch, max8_fmin=4, max8_fmax=64)
 

@@ -214,10 +214,6 @@ def as_index(x) -> "Index":
     return NotImplemented
 
 
-def is_symbolic(x) -> bool:
-    return isinstance(x, Index)
-
-
 # ---------------------------------------------------------------- constructors
 
 @api("nl.arange")

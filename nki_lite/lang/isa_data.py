@@ -58,12 +58,13 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=None):
     loc = capture_loc(2)
     t = _operand(data, "data", "nc_transpose", loc)
     P, F = t.shape[0], int(np.prod(t.shape[1:]))
-    eng = engine_name(engine, "vector" if P <= 32 and F <= 32 else "tensor")
-    limit = tr.hw.partitions if eng == "tensor" else tr.hw.vector_transpose_max
+    vmax = tr.hw.vector_transpose_max
+    eng = engine_name(engine, "vector" if P <= vmax and F <= vmax else "tensor")
+    limit = tr.hw.partitions if eng == "tensor" else vmax
     if P > limit or F > limit:
         raise errors.make("free_size_limit", f"nc_transpose on the {eng} engine handles up to {limit}x{limit}; got "
                           f"{P}x{F}", loc=loc, hint="split the tile into blocks" if eng == "vector" else
-                          "transpose 128x128 blocks")
+                          f"transpose {limit}x{limit} blocks")
     if len(t.shape) > 2:
         raise errors.make("unsupported", "nc_transpose of a tile with several free axes is not built yet", loc=loc,
                           hint="index the tile down to 2-D first")

@@ -14,7 +14,7 @@ from typing import Any
 from .. import errors
 from ..loc import Loc, capture_loc
 from ..core import ir
-from ..core.affine import Affine, Mask
+from ..core.affine import Affine
 from ..core.targets import TARGETS, Target
 from .source import loop_target
 
@@ -114,12 +114,13 @@ class Tracer:
             if src is not None:
                 shape = list(src.shape)
                 self._oversize.clear()
+                p = self.hw.partitions
                 raise errors.make(
                     "free_size_limit",
                     f"transpose of a tile of shape {shape}: its free size {shape[-1]} would become the partition "
-                    f"dimension of the result, and a transpose handles at most 128x128 (the result has "
-                    f"{shape[-1]} > 128 partitions)", loc=instr.loc,
-                    hint="transpose 128-column blocks: t[:, j*128:(j+1)*128] for each j")
+                    f"dimension of the result, and a transpose handles at most {p}x{p} (the result has "
+                    f"{shape[-1]} > {p} partitions)", loc=instr.loc,
+                    hint=f"transpose {p}-column blocks: t[:, j*{p}:(j+1)*{p}] for each j")
         err = next(iter(self._oversize.values()))
         self._oversize.clear()
         raise err
@@ -207,7 +208,3 @@ def user_text(expr) -> str:
 
 def attrs(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple((k, v) for k, v in kw.items() if v is not None)
-
-
-def mask_or_none(m) -> Mask | None:
-    return m

@@ -6,7 +6,8 @@ tests/test_api_keywords.py checks the page is current).
 """
 from __future__ import annotations
 
-from . import creation, index, isa_common, isa_compute, isa_data, isa_reduce, memory, ops_math, ops_memory, ranges
+from . import (creation, index, isa_common, isa_compute, isa_data, isa_reduce, memory, ops_math, ops_memory,
+               ranges)
 from .api import IGNORED, REGISTRY
 
 DECLARING_MODULES = (creation, index, isa_common, isa_compute, isa_data, isa_reduce, memory, ops_math, ops_memory,
@@ -15,7 +16,8 @@ DECLARING_MODULES = (creation, index, isa_common, isa_compute, isa_data, isa_red
 
 def render_docs() -> str:
     lines = ["# Keywords of the nl / nisa APIs", "",
-             "Generated from `nki_lite/lang/api_docs.py` (`python -m nki_lite.lang.api_docs > docs/api_keywords.md`).", "",
+             "Generated from `nki_lite/lang/api_docs.py` "
+             "(`python -m nki_lite.lang.api_docs > docs/api_keywords.md`).", "",
              "Each public API accepts exactly the keywords of its signature below (the one NKI documents,",
              "plus the few nki_lite honours as well, e.g. `engine=`), and the keywords listed as *ignored*:",
              "NKI or real public kernels pass them and they do not change results in nki_lite.",

@@ -17,7 +17,7 @@ from .. import errors
 from ..core import ir
 from .api import api
 from .opnames import alu_name
-from .ops_math import _operand, _scalar_imm
+from .ops_math import scalar_imm, tile_operand
 from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
@@ -57,13 +57,13 @@ def engine_name(e, default: str) -> str:
 def per_partition(x, like: Tile, what: str, op: str, loc):
     """A [P, 1] (or (P,)) tile broadcast over `like`, or a Python scalar as an immediate."""
     if isinstance(x, Tile):
-        t = _operand(x, what, op, loc)
+        t = tile_operand(x, what, op, loc)
         if t.shape[0] != like.shape[0] or any(s != 1 for s in t.shape[1:]):
             raise errors.make("shape_mismatch", f"{op} {what} must be a scalar or a [P, 1] tile with P="
                               f"{like.shape[0]}; got shape {t.shape}", loc=loc)
         return broadcast_access(t.access, like.shape, what), t.dtype_name
     if isinstance(x, (int, float, bool, np.number)):
-        imm = _scalar_imm(x)
+        imm = scalar_imm(x)
         return imm, imm.dtype
     raise errors.make("argument", f"{op} {what} must be a scalar or a [P, 1] tile", loc=loc)
 
@@ -71,7 +71,7 @@ def per_partition(x, like: Tile, what: str, op: str, loc):
 def _reduce_out(reduce_res, data: Tile, op: str, loc) -> ir.Access:
     if not isinstance(reduce_res, Tile):
         raise errors.make("argument", f"{op} needs reduce_res=, a [P, 1] tile to receive the reduction", loc=loc)
-    r = _operand(reduce_res, "reduce_res", op, loc)
+    r = tile_operand(reduce_res, "reduce_res", op, loc)
     if r.shape[0] != data.shape[0] or any(s != 1 for s in r.shape[1:]):
         raise errors.make("shape_mismatch", f"{op} reduce_res must have shape [{data.shape[0]}, 1]; got {r.shape}",
                           loc=loc)

@@ -20,8 +20,8 @@ from .isa_common import attach_reduce, check_reduce_cmd, engine_name, per_partit
 from .masks import to_mask
 from .memory import resolve_dtype
 from .opnames import act_name, alu_name
-from .ops_math import (_check_int_only, _operand, _out, _scalar_imm, activation_tile, elementwise, matmul_pending,
-                       require_same_partitions)
+from .ops_math import (activation_tile, check_int_only, elementwise, matmul_pending, require_same_partitions,
+                       result_access, scalar_imm, tile_operand)
 from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
@@ -45,8 +45,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
 @isa("nisa.tensor_tensor")
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None):
     loc = capture_loc(2)
-    a = _operand(data1, "data1", "tensor_tensor", loc)
-    b = _operand(data2, "data2", "tensor_tensor", loc)
+    a = tile_operand(data1, "data1", "tensor_tensor", loc)
+    b = tile_operand(data2, "data2", "tensor_tensor", loc)
     require_same_partitions("nisa.tensor_tensor", (("data1", a), ("data2", b)), loc)
     return elementwise(alu_name(op, loc), a, b, dtype, mask, loc=loc, engine=engine_name(engine, "vector"))
 
@@ -57,27 +57,27 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     """out = (data op0 operand0) op1 operand1; operands are scalars or [P, 1] tiles. Each op rounds to fp32."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "tensor_scalar", loc)
+    t = tile_operand(data, "data", "tensor_scalar", loc)
     names = [alu_name(op0, loc)] + ([alu_name(op1, loc)] if op1 is not None else [])
     ins: list = [t.access]
     dts = [t.dtype_name]
     for k, opnd in enumerate([operand0] + ([operand1] if op1 is not None else [])):
         if isinstance(opnd, Tile):
-            o = _operand(opnd, f"operand{k}", "tensor_scalar", loc)
+            o = tile_operand(opnd, f"operand{k}", "tensor_scalar", loc)
             if o.shape[0] != t.shape[0] or any(s != 1 for s in o.shape[1:]):
                 raise errors.make("shape_mismatch", f"tensor_scalar operand{k} must be a scalar or a [P, 1] tile "
                                   f"with P={t.shape[0]}; got shape {o.shape}", loc=loc)
             ins.append(broadcast_access(o.access, t.shape, f"operand{k}"))
             dts.append(o.dtype_name)
         elif isinstance(opnd, (int, float, bool, np.number)):
-            ins.append(_scalar_imm(opnd))
+            ins.append(scalar_imm(opnd))
             dts.append(ins[-1].dtype)
         else:
             raise errors.make("argument", f"tensor_scalar operand{k} must be a scalar or a [P, 1] tile", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
     for name in names:
-        _check_int_only(name, tuple(dts) + (dt,), loc)
-    dst = _out(t.shape, dt, loc)
+        check_int_only(name, tuple(dts) + (dt,), loc)
+    dst = result_access(t.shape, dt, loc)
     at = attrs(op0=names[0], reverse0=bool(reverse0) or None,
                op1=names[1] if len(names) > 1 else None, reverse1=(bool(reverse1) or None) if len(names) > 1 else None,
                engine=engine_name(engine, "vector"))
@@ -91,16 +91,16 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     """nisa.scalar_tensor_tensor: (data op0 operand0) op1 operand1; operand1 is a tile of data's shape."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "scalar_tensor_tensor", loc)
+    t = tile_operand(data, "data", "scalar_tensor_tensor", loc)
     o0, dt0 = per_partition(operand0, t, "operand0", "scalar_tensor_tensor", loc)
-    t1 = _operand(operand1, "operand1", "scalar_tensor_tensor", loc)
+    t1 = tile_operand(operand1, "operand1", "scalar_tensor_tensor", loc)
     if t1.shape != t.shape:
         raise errors.make("shape_mismatch", f"scalar_tensor_tensor operand1 shape {t1.shape} must equal data shape "
                           f"{t.shape}", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
     for op in (op0, op1):
-        _check_int_only(alu_name(op, loc), (t.dtype_name, dt0, t1.dtype_name, dt), loc)
-    dst = _out(t.shape, dt, loc)
+        check_int_only(alu_name(op, loc), (t.dtype_name, dt0, t1.dtype_name, dt), loc)
+    dst = result_access(t.shape, dt, loc)
     tr.emit(ir.Instr("scalar_tensor_tensor", (dst,), (t.access, o0, t1.access),
                      attrs(op0=alu_name(op0, loc), reverse0=bool(reverse0) or None, op1=alu_name(op1, loc),
                            reverse1=bool(reverse1) or None, engine="vector"), to_mask(mask, dst.shape, loc), loc))
@@ -144,7 +144,7 @@ def iota(expr, dtype, *, mask=None):
         raise errors.make("bad_index", "nisa.iota takes an affine expression of 2-D nl.arange indices, e.g. "
                           "nl.arange(128)[:, None] + nl.arange(64)[None, :]", loc=loc)
     dt = resolve_dtype(dtype, loc)
-    dst = _out(expr.shape, dt, loc)
+    dst = result_access(expr.shape, dt, loc)
     tr.emit(ir.Instr("iota", (dst,), (), attrs(expr=expr.expr, engine="gpsimd"), to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 
@@ -160,11 +160,11 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None):
     if len(pred.mask.terms) != 1:
         raise errors.make("bad_mask", "affine_select pred cannot combine comparisons with &", loc=loc,
                           hint="use nl.where with a computed condition for compound predicates")
-    t = _operand(on_true_tile, "on_true_tile", "affine_select", loc)
+    t = tile_operand(on_true_tile, "on_true_tile", "affine_select", loc)
     if not isinstance(on_false_value, (int, float, np.number)):
         raise errors.make("argument", "affine_select on_false_value must be a Python number (fp32)", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out(t.shape, dt, loc)
+    dst = result_access(t.shape, dt, loc)
     pmask = to_mask(pred, t.shape, loc)
     tr.emit(ir.Instr("affine_select", (dst,), (t.access, ir.Imm(float(on_false_value), "float32")),
                      attrs(pred=pmask, engine="gpsimd"), to_mask(mask, dst.shape, loc), loc))
@@ -176,18 +176,18 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     """nisa.tensor_copy_predicated: dst = predicate ? src : dst (in place)."""
     tr = current()
     loc = capture_loc(2)
-    d = _operand(dst, "dst", "tensor_copy_predicated", loc)
-    p = _operand(predicate, "predicate", "tensor_copy_predicated", loc)
+    d = tile_operand(dst, "dst", "tensor_copy_predicated", loc)
+    p = tile_operand(predicate, "predicate", "tensor_copy_predicated", loc)
     if dtype is not None and resolve_dtype(dtype, loc) != d.dtype_name:
         raise errors.make("dtype", f"tensor_copy_predicated writes dst ({d.dtype_name}) in place: dtype="
                           f"{resolve_dtype(dtype, loc)} cannot change it", loc=loc,
                           hint="drop dtype=, or copy into a dst tile of the wanted dtype")
     require_same_partitions("nisa.tensor_copy_predicated", (("dst", d), ("predicate", p), ("src", src)), loc)
     if isinstance(src, Tile):
-        s = _operand(src, "src", "tensor_copy_predicated", loc)
+        s = tile_operand(src, "src", "tensor_copy_predicated", loc)
         sacc = broadcast_access(s.access, d.shape, "src")
     else:
-        sacc = _scalar_imm(src)
+        sacc = scalar_imm(src)
     tr.emit(ir.Instr("copy_predicated", (d.access,), (sacc, broadcast_access(p.access, d.shape, "predicate"),
                                                       d.access),
                      attrs(reverse_pred=bool(reverse_pred) or None, engine="vector"),

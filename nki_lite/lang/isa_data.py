@@ -20,7 +20,7 @@ from .api import isa
 from .isa_common import engine_name
 from .masks import to_mask
 from .memory import check_shape, new_buffer, resolve_dtype
-from .ops_math import _operand, _out, _scalar_imm
+from .ops_math import result_access, scalar_imm, tile_operand
 from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
@@ -29,9 +29,9 @@ from .tracer import attrs, current
 def tensor_copy(src, *, mask=None, dtype=None, engine=None):
     tr = current()
     loc = capture_loc(2)
-    t = _operand(src, "src", "tensor_copy", loc)
+    t = tile_operand(src, "src", "tensor_copy", loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out(t.shape, dt, loc)
+    dst = result_access(t.shape, dt, loc)
     tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine=engine_name(engine, "vector")),
                      to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
@@ -45,7 +45,7 @@ def memset(shape, value, dtype, *, mask=None, engine=None):
     dt = resolve_dtype(dtype, loc)
     buf = new_buffer(tr, dims, dt, ir.Space.SBUF, "ms", loc, par_axis=par_axis)
     dst = ir.Access.full(buf)
-    tr.emit(ir.Instr("memset", (dst,), (_scalar_imm(value),), attrs(engine=engine_name(engine, "vector")),
+    tr.emit(ir.Instr("memset", (dst,), (scalar_imm(value),), attrs(engine=engine_name(engine, "vector")),
                      to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 
@@ -56,7 +56,7 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=None):
     Engine (<=32x32). Free axes are collapsed first. Exact data movement."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "nc_transpose", loc)
+    t = tile_operand(data, "data", "nc_transpose", loc)
     P, F = t.shape[0], int(np.prod(t.shape[1:]))
     vmax = tr.hw.vector_transpose_max
     eng = engine_name(engine, "vector" if P <= vmax and F <= vmax else "tensor")

@@ -20,7 +20,7 @@ from .isa_compute import tensor_scalar
 from .masks import to_mask
 from .memory import resolve_dtype
 from .opnames import act_name, alu_name
-from .ops_math import _operand, _out, activation_tile, reduce_tile
+from .ops_math import activation_tile, reduce_tile, result_access, tile_operand
 from .tile import Tile
 from .tracer import attrs, current
 
@@ -56,8 +56,8 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     """nisa.tensor_tensor_scan: out[:, j] = op1(op0(data0[:, j], out[:, j-1]), data1[:, j]), out[:, -1] = initial."""
     tr = current()
     loc = capture_loc(2)
-    a = _operand(data0, "data0", "tensor_tensor_scan", loc)
-    b = _operand(data1, "data1", "tensor_tensor_scan", loc)
+    a = tile_operand(data0, "data0", "tensor_tensor_scan", loc)
+    b = tile_operand(data1, "data1", "tensor_tensor_scan", loc)
     if a.shape != b.shape or len(a.shape) != 2:
         raise errors.make("shape_mismatch", f"tensor_tensor_scan data0 {a.shape} and data1 {b.shape} must be equal "
                           "2-D tiles", loc=loc)
@@ -65,7 +65,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     if isinstance(init, ir.Access):
         init = ir.Access(init.buffer, init.index, (a.shape[0], 1))
     dt = resolve_dtype(dtype, loc) if dtype is not None else D.promote(a.dtype_name, b.dtype_name)
-    dst = _out(a.shape, dt, loc)
+    dst = result_access(a.shape, dt, loc)
     tr.emit(ir.Instr("tensor_tensor_scan", (dst,), (a.access, b.access, init),
                      attrs(op0=alu_name(op0, loc), reverse0=bool(reverse0) or None, op1=alu_name(op1, loc),
                            reverse1=bool(reverse1) or None, engine="vector"), to_mask(mask, dst.shape, loc), loc))
@@ -75,29 +75,21 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
 @isa("nisa.bn_stats")
 def bn_stats(data, *, mask=None, dtype=None):
     """nisa.bn_stats: [P, 6] = (count, mean, var*count) of the even and of the odd free elements."""
-    tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "bn_stats", loc)
-    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out((t.shape[0], 6), dt, loc)
-    tr.emit(ir.Instr("bn_stats", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, t.shape, loc), loc))
-    return Tile(tr, dst, dt)
+    t = tile_operand(data, "data", "bn_stats", loc)
+    return _per_partition_result("bn_stats", t, (t.access,), 6, _dtype_or(dtype, t.dtype_name, loc), mask, loc)
 
 
 @isa("nisa.bn_aggr")
 def bn_aggr(data, *, mask=None, dtype=None):
     """nisa.bn_aggr: combine (count, mean, var*count) triples per partition into [P, 2] = (mean, var)."""
-    tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "bn_aggr", loc)
+    t = tile_operand(data, "data", "bn_aggr", loc)
     n = int(np.prod(t.shape[1:]))
     if n % 3:
         raise errors.make("shape_mismatch", f"bn_aggr input has {n} elements per partition; it must be a multiple "
                           "of 3 (bn_stats outputs)", loc=loc)
-    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out((t.shape[0], 2), dt, loc)
-    tr.emit(ir.Instr("bn_aggr", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, t.shape, loc), loc))
-    return Tile(tr, dst, dt)
+    return _per_partition_result("bn_aggr", t, (t.access,), 2, _dtype_or(dtype, t.dtype_name, loc), mask, loc)
 
 
 @isa("nisa.max8")
@@ -105,31 +97,36 @@ def max8(*, src, mask=None, dtype=None):
     """nisa.max8: the 8 largest values per partition in descending order, [P, 8]."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(src, "src", "max8", loc)
+    t = tile_operand(src, "src", "max8", loc)
     n = int(np.prod(t.shape[1:]))
     lo, hi = tr.hw.max8_fmin, tr.hw.max8_fmax
     if not lo <= n <= hi:
         raise errors.make("free_size_limit", f"max8 reads {lo}..{hi} elements per partition; got {n}", loc=loc)
-    dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out((t.shape[0], 8), dt, loc)
-    tr.emit(ir.Instr("max8", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, t.shape, loc), loc))
-    return Tile(tr, dst, dt)
+    return _per_partition_result("max8", t, (t.access,), 8, _dtype_or(dtype, t.dtype_name, loc), mask, loc)
 
 
 @isa("nisa.nc_find_index8")
 def nc_find_index8(*, data, vals, mask=None, dtype=None):
     """nisa.nc_find_index8: per partition, the index of the first occurrence of each of 8 values (uint32)."""
-    tr = current()
     loc = capture_loc(2)
-    t = _operand(data, "data", "nc_find_index8", loc)
-    v = _operand(vals, "vals", "nc_find_index8", loc)
+    t = tile_operand(data, "data", "nc_find_index8", loc)
+    v = tile_operand(vals, "vals", "nc_find_index8", loc)
     if int(np.prod(v.shape[1:])) != 8 or v.shape[0] != t.shape[0]:
         raise errors.make("shape_mismatch", f"nc_find_index8 vals must have 8 elements per partition and P="
                           f"{t.shape[0]}; got {v.shape}", loc=loc)
-    dt = resolve_dtype(dtype, loc) if dtype is not None else "uint32"
+    dt = _dtype_or(dtype, "uint32", loc)
     if dt not in ("uint16", "uint32"):
         raise errors.make("dtype", f"nc_find_index8 dtype must be uint16 or uint32, got {dt}", loc=loc)
-    dst = _out((t.shape[0], 8), dt, loc)
-    tr.emit(ir.Instr("find_index8", (dst,), (t.access, v.access), attrs(engine="vector"),
-                     to_mask(mask, t.shape, loc), loc))
+    return _per_partition_result("find_index8", t, (t.access, v.access), 8, dt, mask, loc)
+
+
+def _dtype_or(dtype, default: str, loc) -> str:
+    return resolve_dtype(dtype, loc) if dtype is not None else default
+
+
+def _per_partition_result(op: str, t: Tile, ins: tuple, width: int, dt: str, mask, loc) -> Tile:
+    """One Vector Engine instruction writing a fresh [P, width] tile from `t` (mask= over t's shape)."""
+    tr = current()
+    dst = result_access((t.shape[0], width), dt, loc)
+    tr.emit(ir.Instr(op, (dst,), ins, attrs(engine="vector"), to_mask(mask, t.shape, loc), loc))
     return Tile(tr, dst, dt)

@@ -99,8 +99,8 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
         call_args = _bind_params(tr, sig, bound, loc, outputs_in_params)
         result = _run_body(fn, sig, call_args)
         if tr.broken_loop is not None:
-            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: the loop "
-                              "body must run to completion in every iteration", loc=tr.broken_loop,
+            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: "
+                              "the loop body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
         outputs, kind = _returned_tensors(result, loc)
         _mark_outputs(tr, sig, outputs, loc, outputs_in_params)

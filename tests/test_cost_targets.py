@@ -39,6 +39,8 @@ PINNED = {
     "matmul_fp32_factor": (4.0,     4.0,        4.0),       # §3.1/§4.7
     "fp8_double_row":  (False,      True,       True),      # §3.1/§3.2
     "fp8_double_row_rate": (1.0,    2.0,        2.0),       # §3.1
+    "transpose_tensor_max": (128,   128,        128),       # §2 nc_transpose
+    "transpose_vector_max": (32,    32,         32),        # §2 nc_transpose
     "tensor_fp32_transpose_factor": (4.0, 2.0,  2.0),       # §4.7, §3.1 (trn3 assumed)
     "min_ii":          (64,         64,         64),        # §4.7
     "min_ii_dynamic":  (600,        600,        600),       # §4.7
@@ -58,7 +60,6 @@ PINNED = {
     "hbm_bytes_per_ns_per_nc": (410.0, 362.5,   612.5),     # §3.3
     "hbm_stack_bytes_per_ns": (410.0, 725.0,    1225.0),    # §3.3/§6.4
     "sbuf_loop_tile_buffers": (2,   2,          2),         # assumed (double buffering)
-    "vector_transpose_max": (32,    32,         32),        # nki.isa.nc_transpose docs
     "max8_fmin":       (8,          8,          8),         # nki.isa.max8 docs
     "max8_fmax":       (16384,      16384,      16384),     # nki.isa.max8 docs
 }

@@ -105,7 +105,7 @@ def test_partition_limit_of_result_tiles_comes_from_the_target(monkeypatch):
 
 
 def test_vector_transpose_limit_comes_from_the_target(monkeypatch):
-    _with_target(monkeypatch, vector_transpose_max=16)
+    _with_target(monkeypatch, transpose_vector_max=16)
 
     @nki.jit
     def k(a):
@@ -116,6 +116,21 @@ def test_vector_transpose_limit_comes_from_the_target(monkeypatch):
     with pytest.raises(errors.NkiLiteError) as ei:
         _trace(k, np.zeros((20, 20), np.float32))
     assert "16x16" in str(ei.value) and "20x20" in str(ei.value)
+
+
+def test_tensor_transpose_limit_comes_from_the_target(monkeypatch):
+    _with_target(monkeypatch, transpose_tensor_max=64)
+
+    @nki.jit
+    def k(a):
+        t = nl.load(a)
+        u = nisa.nc_transpose(t, engine=nisa.tensor_engine)
+        return None
+
+    _trace(k, np.zeros((64, 64), np.float32))
+    with pytest.raises(errors.NkiLiteError) as ei:
+        _trace(k, np.zeros((100, 64), np.float32))
+    assert "64x64" in str(ei.value) and "100x64" in str(ei.value)
 
 
 def test_nc_transposes_default_engine_follows_the_target(monkeypatch):
@@ -132,7 +147,7 @@ def test_nc_transposes_default_engine_follows_the_target(monkeypatch):
         return {b.name: b for b in kern.buffers}[instr.outs[0].buffer].space, dict(instr.attrs)["engine"]
 
     assert result_space(_trace(k, np.zeros((20, 20), np.float32))) == (ir.Space.SBUF, "vector")
-    _with_target(monkeypatch, vector_transpose_max=16)
+    _with_target(monkeypatch, transpose_vector_max=16)
     assert result_space(_trace(k, np.zeros((20, 20), np.float32))) == (ir.Space.PSUM, "tensor")
 
 

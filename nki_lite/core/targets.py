@@ -53,6 +53,8 @@ class Target:
     matmul_fp32_factor: float = 4.0     # §3.1/§4.7: FP32 matmul costs 4x BF16 on every generation
     fp8_double_row: bool = False    # §3.1/§3.2: perf_mode=double_row exists (v3+)
     fp8_double_row_rate: float = 1.0    # §3.1: FP8 double-row = 2x BF16 matmul rate
+    transpose_tensor_max: int = 128     # §2 nc_transpose: Tensor Engine transposes <= 128x128 (identity matmul)
+    transpose_vector_max: int = 32      # §2 nc_transpose: Vector Engine transposes <= 32x32
     tensor_fp32_transpose_factor: float = 4.0  # fp32 transpose via matmul = fp32 matmul cost (§4.7);
                                                # v3+ transpose mode is 2x faster (§3.1 "extra" row)
 
@@ -83,7 +85,6 @@ class Target:
     sbuf_loop_tile_buffers: int = 2         # assumed, see TARGET_NOTES["sbuf_loop_tile_buffers"]
 
     # instruction size limits (read by lang's nisa checks; same on every generation)
-    vector_transpose_max: int = 32          # nki.isa.nc_transpose docs: Vector Engine transposes up to 32x32
     max8_fmin: int = 8                      # nki.isa.max8 docs: 8..16,384 elements read per partition
     max8_fmax: int = 16384
 

@@ -58,9 +58,9 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=None):
     loc = capture_loc(2)
     t = tile_operand(data, "data", "nc_transpose", loc)
     P, F = t.shape[0], int(np.prod(t.shape[1:]))
-    vmax = tr.hw.vector_transpose_max
+    vmax = tr.hw.transpose_vector_max
     eng = engine_name(engine, "vector" if P <= vmax and F <= vmax else "tensor")
-    limit = tr.hw.partitions if eng == "tensor" else vmax
+    limit = tr.hw.transpose_tensor_max if eng == "tensor" else vmax
     if P > limit or F > limit:
         raise errors.make("free_size_limit", f"nc_transpose on the {eng} engine handles up to {limit}x{limit}; got "
                           f"{P}x{F}", loc=loc, hint="split the tile into blocks" if eng == "vector" else

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from . import compat_alloc
+from .lang.memory import ALLOCATOR_RESOLVERS as _ALLOCATOR_RESOLVERS
 from .lang.memory import psum as _psum_space
 from .lang.memory import sbuf as _sbuf_space
 
@@ -57,7 +57,7 @@ def _resolve(obj):
     return obj.space if isinstance(obj, Allocator) else None
 
 
-compat_alloc._RESOLVERS.append(_resolve)
+_ALLOCATOR_RESOLVERS.append(_resolve)
 
 
 def _identity_decorator(func=None, *args, **kwargs):

@@ -1,11 +1,13 @@
-"""nki_lite.isa (nisa): NKI ISA calls (legacy form: each returns its result tile)."""
-from .lang.ops_isa import (engine, get_nc_version, gpsimd_engine, memset, nc_matmul, nc_version,  # noqa: F401
-                           scalar_engine, sync_engine, tensor_copy, tensor_engine, tensor_reduce, tensor_scalar,
-                           tensor_tensor, unknown_engine, vector_engine)
-from .lang.ops_legacy import dge_mode, dma_copy, oob_mode  # noqa: F401
-from .lang.ops_isa_ext import (activation, activation_reduce, affine_select, bn_aggr, bn_stats, iota,  # noqa: F401
-                               max8, nc_find_index8, nc_transpose, reciprocal, scalar_tensor_tensor,
-                               tensor_copy_predicated, tensor_scalar_reduce, tensor_tensor_scan)
+"""nki_lite.isa (nisa): NKI ISA calls (legacy form: each returns its result tile).
+
+Re-exported from lang/isa_compute.py, isa_reduce.py, isa_data.py and isa_common.py (the enums)."""
+from .lang.isa_common import (engine, get_nc_version, gpsimd_engine, nc_version, scalar_engine,  # noqa: F401
+                              sync_engine, tensor_engine, unknown_engine, vector_engine)
+from .lang.isa_compute import (activation, affine_select, iota, nc_matmul, reciprocal,  # noqa: F401
+                               scalar_tensor_tensor, tensor_copy_predicated, tensor_scalar, tensor_tensor)
+from .lang.isa_data import dge_mode, dma_copy, memset, nc_transpose, oob_mode, tensor_copy  # noqa: F401
+from .lang.isa_reduce import (activation_reduce, bn_aggr, bn_stats, max8, nc_find_index8,  # noqa: F401
+                              tensor_reduce, tensor_scalar_reduce, tensor_tensor_scan)
 
 
 class matmul_perf_mode:  # noqa: N801 - NKI's spelling (new API)

@@ -24,8 +24,6 @@ PENDING: dict[str, str] = {
     "nki_lite/lower/llvm/fusion.py": "#11: emit_run",
     "nki_lite/lower/llvm/rules_common.py": "#11: elementwise",
     "nki_lite/lower/llvm/rules_compute.py": "#11: _matmul",
-    "nki_lite/lang/trace.py": "#11: _trace_once",
-    "nki_lite/lang/tile.py": "#11: compose",
 }
 
 FILES = sorted(os.path.relpath(p, ROOT) for p in modules().values())

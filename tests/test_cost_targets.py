@@ -61,6 +61,8 @@ PINNED = {
     "hbm_bytes_per_ns_per_nc": (410.0, 362.5,   612.5),     # §3.3
     "hbm_stack_bytes_per_ns": (410.0, 725.0,    1225.0),    # §3.3/§6.4
     "sbuf_loop_tile_buffers": (2,   2,          2),         # assumed (double buffering)
+    "max8_fmin":       (8,          8,          8),         # nki.isa.max8 docs
+    "max8_fmax":       (16384,      16384,      16384),     # nki.isa.max8 docs
 }
 
 

@@ -85,6 +85,10 @@ class Target:
     # on-chip buffering (how many physical copies a tile allocated inside a loop gets)
     sbuf_loop_tile_buffers: int = 2         # assumed, see TARGET_NOTES["sbuf_loop_tile_buffers"]
 
+    # instruction size limits (read by lang's nisa checks; same on every generation)
+    max8_fmin: int = 8                      # nki.isa.max8 docs: 8..16,384 elements read per partition
+    max8_fmax: int = 16384
+
     @property
     def clocks(self) -> dict[str, float]:
         return {"tensor": self.tensor_ghz, "vector": self.vector_ghz, "scalar": self.scalar_ghz,

@@ -16,8 +16,8 @@ Contract:
   The checks do not need a kernel: they hold for host-side APIs (nl.static_cast) too.
 - `isa(...)` is `api(...)` with `name=` ignored: every NKI ISA instruction takes an instruction name.
 - A class (nl.par_dim, nl.nc, ...) can be declared too: its constructor is checked.
-- REGISTRY maps each API name to its ApiSpec; `render_docs()` is docs/api_keywords.md
-  (`python -m nki_lite.lang.api > docs/api_keywords.md`), checked by tests/test_api_keywords.py,
+- REGISTRY maps each API name to its ApiSpec (filled as the op modules are imported);
+  lang/api_docs.py renders it as docs/api_keywords.md, checked by tests/test_api_keywords.py,
   which also asserts that every public callable of nki_lite.language / nki_lite.isa is declared.
 """
 from __future__ import annotations
@@ -239,38 +239,3 @@ def _render(params) -> str:
             star = True
         parts.append(p.name if p.default is p.empty else f"{p.name}={_default(p.default)}")
     return "(" + ", ".join(parts) + ")"
-
-
-def render_docs() -> str:
-    import nki_lite.isa  # noqa: F401 - importing declares the APIs
-    import nki_lite.language  # noqa: F401
-    lines = ["# Keywords of the nl / nisa APIs", "",
-             "Generated from `nki_lite/lang/api.py` (`python -m nki_lite.lang.api > docs/api_keywords.md`).", "",
-             "Each public API accepts exactly the keywords of its signature below (the one NKI documents,",
-             "plus the few nki_lite honours as well, e.g. `engine=`), and the keywords listed as *ignored*:",
-             "NKI or real public kernels pass them and they do not change results in nki_lite.",
-             "Any other keyword is [NL-E906](errors.md#nl-e906) at the kernel's line with a did-you-mean hint;",
-             "a wrong number of positional arguments, or a missing or doubled argument, is",
-             "[NL-E907](errors.md#nl-e907). Keywords NKI has that nki_lite has not built are",
-             "[NL-E904](errors.md#nl-e904).", "",
-             "Every nisa instruction ignores `name=` (" + IGNORED["name"] + ").", "",
-             "To add an API: give the function NKI's signature without `**kwargs`, decorate it with",
-             "`@api(\"nl.name\")` or `@isa(\"nisa.name\")` from `nki_lite/lang/api.py`, list keywords that are",
-             "accepted but change nothing in `ignored=` (each with its reason in `IGNORED`) and known but unbuilt",
-             "ones in `unsupported=`, then regenerate this page. tests/test_api_keywords.py fails for a public",
-             "nl/nisa callable that is not declared.", "",
-             "## Ignored keywords", "", "| keyword | ignored because |", "|---|---|"]
-    lines += [f"| `{k}=` | {why} |" for k, why in IGNORED.items()]
-    lines += ["", "## Signatures", "", "| API | signature | ignored | not built |", "|---|---|---|---|"]
-    for name in sorted(REGISTRY, key=lambda n: (not n.startswith("nl."), n)):
-        s = REGISTRY[name]
-        ign = ", ".join(f"`{k}=`" for k in sorted(s.ignored) if not (k == "name" and name.startswith("nisa.")))
-        uns = ", ".join(f"`{k}=`" for k in sorted(s.unsupported))
-        lines.append(f"| `{name}` | `{s.signature}` | {ign} | {uns} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    # run as a script this file is `__main__`, not the module the APIs register in
-    from nki_lite.lang import api as _registered
-    print(_registered.render_docs(), end="")

@@ -20,7 +20,7 @@ from ..loc import capture_loc
 from ..core.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
-from .tracer import user_text
+from .tracer import UnrollRequest, active, user_text
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -195,12 +195,10 @@ class Predicate:
                      "only known when the kernel runs",
                      "pass the comparison as mask= to the instruction instead of using if/while")
         variables = {v for c in self.mask.terms for v, _ in c.expr.terms}
-        from .tracer import active
         tr = active()
         if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
             locs = tr.open_loop_locs(variables)
             if locs and not locs <= tr.unroll_locs:     # only loop variables: unroll those loops
-                from .ranges import UnrollRequest
                 raise UnrollRequest(locs, error)
         raise error
 
@@ -214,10 +212,6 @@ def as_index(x) -> "Index":
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return Index(Affine(int(x)))
     return NotImplemented
-
-
-def is_symbolic(x) -> bool:
-    return isinstance(x, Index)
 
 
 # ---------------------------------------------------------------- constructors

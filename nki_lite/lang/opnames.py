@@ -11,6 +11,11 @@ import numpy as np
 from .. import errors
 from ..numerics import alu
 
+# the activation functions of the Scalar Engine nki_lite builds (the nl unary ops and nisa.activation)
+ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
+               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
+               "arctan", "mish", "sign")
+
 _ALU_UFUNCS = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
                np.fmod: "fmod", np.mod: "mod",
                np.maximum: "maximum", np.minimum: "minimum", np.equal: "equal", np.not_equal: "not_equal",
@@ -25,6 +30,9 @@ _ACT_UFUNCS = {np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", n
                np.cos: "cos", np.tan: "tan", np.arctan: "arctan", np.sign: "sign"}
 _ACT_ALIASES = {"identity": "copy", "bypass": "copy"}
 
+
+# the nl function a numpy ufunc means when applied to tiles (`np.exp(t)` is `nl.exp(t)`; lang/tile.py)
+UFUNC_OPS = {**_ALU_UFUNCS, **_ACT_UFUNCS, np.true_divide: "divide", np.absolute: "abs", np.invert: "invert"}
 
 _NUMPY_FUNCS = {np.max: "maximum", np.amax: "maximum", np.min: "minimum", np.amin: "minimum",
                 np.sum: "add", np.prod: "multiply", np.all: "logical_and", np.any: "logical_or"}
@@ -54,7 +62,6 @@ def alu_name(obj, loc) -> str:
 
 
 def act_name(obj, loc) -> str:
-    from .ops_math import ACTIVATIONS
     name = _ACT_UFUNCS.get(obj) if isinstance(obj, np.ufunc) else _name(obj)
     name = _ACT_ALIASES.get(name, name)
     if name not in ACTIVATIONS:

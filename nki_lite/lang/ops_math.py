@@ -5,6 +5,8 @@ partition axis aligned first), picks the output dtype (explicit `dtype=` or NKI 
 a fresh SBUF tile and emits exactly the IR instructions that define the result:
 `tensor_tensor` (tile op tile), `tensor_scalar` (tile op Python scalar), `activation` (unary math),
 `tensor_reduce`, `transpose`, `select` and `nc_matmul` (PSUM result; see tile.PendingMatmul).
+nl.loop_reduce is the one deferred op: its result is applied when assigned into its destination.
+Every nl function here is also what Tile's operators and numpy hooks call (tile.TILE_OPS).
 """
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..numerics import alu
 from ..core import dtypes as D
-from .api import api
+from .api import api, spec_of
+from .index import Index
 from .masks import to_mask
-from .memory import new_buffer, resolve_dtype
-from .ops_memory import ON_CHIP
-from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes
+from .memory import ON_CHIP, new_buffer, resolve_dtype
+from .opnames import alu_name
+from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, provide_tile_ops
 from .tracer import attrs, current
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -32,9 +35,8 @@ def _is_scalar(x) -> bool:
     return isinstance(x, _SCALARS)
 
 
-def _operand(x, what: str, op: str, loc) -> Tile:
+def tile_operand(x, what: str, op: str, loc) -> Tile:
     if not isinstance(x, Tile):
-        from .index import Index
         if isinstance(x, Index):
             raise errors.make("unsupported", f"operand '{what}' of '{op}' is a symbolic index; index values as tile "
                               "data are not built yet", loc=loc, hint="use nisa.iota to materialise indices")
@@ -61,7 +63,7 @@ def require_same_partitions(op: str, operands, loc) -> None:
                           " (the nl functions, e.g. nl.add, broadcast over partitions themselves)")
 
 
-def _out(shape, dt: str, loc, base: str = "t") -> ir.Access:
+def result_access(shape, dt: str, loc, base: str = "t") -> ir.Access:
     tr = current()
     full = shape if len(shape) >= 2 else tuple(shape) + (1,)
     buf = new_buffer(tr, tuple(full), dt, ir.Space.SBUF, base, loc)
@@ -71,7 +73,7 @@ def _out(shape, dt: str, loc, base: str = "t") -> ir.Access:
     return acc
 
 
-def _scalar_imm(v) -> ir.Imm:
+def scalar_imm(v) -> ir.Imm:
     dt = D.scalar_dtype(v)             # numpy scalars promote by their own dtype
     if isinstance(v, np.generic):
         v = v.item()
@@ -89,31 +91,31 @@ def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = Non
         raise errors.make("unsupported", f"elementwise op '{opname}' is not built in nki_lite", loc=loc)
     if _is_scalar(x) or _is_scalar(y):
         tile_, scal, reverse = (y, x, True) if _is_scalar(x) else (x, y, False)
-        t = _operand(tile_, "x", opname, loc)
-        imm = _scalar_imm(scal)
+        t = tile_operand(tile_, "x", opname, loc)
+        imm = scalar_imm(scal)
         dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
               else _int_result(opname, (t.dtype_name, imm.dtype), D.promote(t.dtype_name, imm.dtype)))
-        _check_int_only(opname, (t.dtype_name, imm.dtype, dt), loc)
-        dst = out.access if out is not None else _out(t.shape, dt, loc)
+        check_int_only(opname, (t.dtype_name, imm.dtype, dt), loc)
+        dst = out.access if out is not None else result_access(t.shape, dt, loc)
         src = broadcast_access(t.access, dst.shape, "x")
         tr.emit(ir.Instr("tensor_scalar", (dst,), (src, imm),
                          attrs(op0=opname, reverse0=reverse, engine=engine or "vector"),
                          to_mask(mask, dst.shape, loc), loc))
         return out if out is not None else Tile(tr, dst, dt)
-    a = _operand(x, "x", opname, loc)
-    b = _operand(y, "y", opname, loc)
+    a = tile_operand(x, "x", opname, loc)
+    b = tile_operand(y, "y", opname, loc)
     shape = out.shape if out is not None else broadcast_shapes(a.shape, b.shape)
     dt = (out.dtype_name if out is not None else resolve_dtype(dtype, loc) if dtype is not None
           else _int_result(opname, (a.dtype_name, b.dtype_name), D.promote(a.dtype_name, b.dtype_name)))
-    _check_int_only(opname, (a.dtype_name, b.dtype_name, dt), loc)
-    dst = out.access if out is not None else _out(shape, dt, loc)
+    check_int_only(opname, (a.dtype_name, b.dtype_name, dt), loc)
+    dst = out.access if out is not None else result_access(shape, dt, loc)
     tr.emit(ir.Instr("tensor_tensor", (dst,), (broadcast_access(a.access, shape, "x"),
                                                broadcast_access(b.access, shape, "y")),
                      attrs(op=opname, engine=engine or "vector"), to_mask(mask, shape, loc), loc))
     return out if out is not None else Tile(tr, dst, dt)
 
 
-def _check_int_only(opname: str, dts, loc) -> None:
+def check_int_only(opname: str, dts, loc) -> None:
     if opname in alu.INT_ONLY and not builtins.all(D.INFO[d].is_int for d in dts):
         raise errors.make("dtype", f"bitwise op '{opname}' needs integer operands and an integer result, got "
                           f"{', '.join(dts)}", loc=loc, hint="cast with nl.copy(x, dtype=nl.int32) or pass an "
@@ -168,22 +170,17 @@ def power(x, y, *, dtype=None, mask=None):
 
 # ---------------------------------------------------------------- unary (activation functions)
 
-ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
-               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
-               "arctan", "mish", "sign")
-
-
 def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None, opname=None) -> Tile:
     tr = current()
     loc = loc or capture_loc(3)
-    t = _operand(x, "x", opname or func, loc)
+    t = tile_operand(x, "x", opname or func, loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out(t.shape, dt, loc)
+    dst = result_access(t.shape, dt, loc)
     ins: list = [t.access]
     scale_attr = None
     require_same_partitions(f"nisa.{opname}" if opname else func, (("data", t), ("bias", bias), ("scale", scale)), loc)
     if isinstance(scale, Tile):
-        ins.append(broadcast_access(_operand(scale, "scale", "activation", loc).access, t.shape, "scale"))
+        ins.append(broadcast_access(tile_operand(scale, "scale", "activation", loc).access, t.shape, "scale"))
         scale_attr = "tile"
     elif scale is not None and float(scale) != 1.0:
         scale_attr = float(scale)
@@ -192,7 +189,7 @@ def activation_tile(func: str, x, dtype, mask, *, bias=None, scale=1.0, loc=None
         if not isinstance(bias, Tile):
             raise errors.make("dtype", "activation bias must be a [P, 1] tile of float32/float16/bfloat16",
                               loc=loc, hint="create it with nl.full((P, 1), value, nl.float32)")
-        ins.append(broadcast_access(_operand(bias, "bias", "activation", loc).access, t.shape, "bias"))
+        ins.append(broadcast_access(tile_operand(bias, "bias", "activation", loc).access, t.shape, "bias"))
         bias_attr = "tile"
     tr.emit(ir.Instr("activation", (dst,), tuple(ins),
                      attrs(func=func, scale=scale_attr, bias=bias_attr, engine="scalar"),
@@ -235,7 +232,7 @@ sign = _unary("sign")
 def invert(x, *, dtype=None, mask=None):
     """nl.invert: bitwise NOT of an integer tile (x ^ all-ones)."""
     loc = capture_loc(2)
-    t = _operand(x, "x", "invert", loc)
+    t = tile_operand(x, "x", "invert", loc)
     if not D.INFO[t.dtype_name].is_int or t.dtype_name == "bool":
         raise errors.make("dtype", f"nl.invert needs an integer tile, got {t.dtype_name}", loc=loc,
                           hint="nl.invert on bool is wrong on hardware too; use int8 or nl.logical_not")
@@ -247,9 +244,9 @@ def copy(x, *, dtype=None, mask=None) -> Tile:
     """nl.copy: a new tile with x's values (cast to dtype)."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(x, "x", "copy", loc)
+    t = tile_operand(x, "x", "copy", loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out(t.shape, dt, loc)
+    dst = result_access(t.shape, dt, loc)
     tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 
@@ -275,11 +272,11 @@ def reduce_tile(op: str, x, axis, dtype, mask, keepdims: bool, negate: bool = Fa
                 what: str = "reduce") -> Tile:
     tr = current()
     loc = loc or capture_loc(3)
-    t = _operand(x, "x", what, loc)
+    t = tile_operand(x, "x", what, loc)
     axes = _axes(axis, len(t.shape), loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
     kept = tuple(1 if a in axes else n for a, n in enumerate(t.shape))
-    dst = _out(kept, dt, loc)
+    dst = result_access(kept, dt, loc)
     tr.emit(ir.Instr("tensor_reduce", (dst,), (t.access,),
                      attrs(op=op, axes=axes, negate=negate or None, engine="vector"),
                      to_mask(mask, t.shape, loc), loc))
@@ -313,7 +310,7 @@ def all(x, axis=None, *, dtype=None, mask=None, keepdims=False):  # noqa: A001 -
 def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False):
     """nl.mean: fp32 sum in nki_lite's reduction order, then one fp32 division by the count."""
     loc = capture_loc(2)
-    t = _operand(x, "x", "mean", loc)
+    t = tile_operand(x, "x", "mean", loc)
     axes = _axes(axis, len(t.shape), loc)
     n = int(np.prod([t.shape[a] for a in axes]))
     s = reduce_tile("add", t, axes, "float32", mask, True, loc=loc, what="mean")
@@ -340,11 +337,11 @@ def transpose(x, *, dtype=None, mask=None, engine=None) -> Tile:
     """nl.transpose: 2-D partition/free transpose (exact data movement; cast to dtype)."""
     tr = current()
     loc = capture_loc(2)
-    t = _operand(x, "x", "transpose", loc)
+    t = tile_operand(x, "x", "transpose", loc)
     if len(t.shape) != 2:
         raise errors.make("rank", f"transpose takes a 2-D tile, got shape {t.shape}", loc=loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
-    dst = _out((t.shape[1], t.shape[0]), dt, loc)
+    dst = result_access((t.shape[1], t.shape[0]), dt, loc)
     tr.emit(ir.Instr("transpose", (dst,), (t.access,), attrs(engine=engine or "tensor"),
                      to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
@@ -355,17 +352,17 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
     """nl.where: condition ? x : y elementwise (x / y may be Python numbers)."""
     tr = current()
     loc = capture_loc(2)
-    c = _operand(condition, "condition", "where", loc)
+    c = tile_operand(condition, "condition", "where", loc)
     tiles = [v for v in (x, y) if isinstance(v, Tile)]
     for v in tiles:
-        _operand(v, "x", "where", loc)
+        tile_operand(v, "x", "where", loc)
     shape = broadcast_shapes(c.shape, *[v.shape for v in tiles])
     dts = [v.dtype_name if isinstance(v, Tile) else D.scalar_dtype(v) for v in (x, y)]
     dt = resolve_dtype(dtype, loc) if dtype is not None else D.promote(*dts)
-    dst = _out(shape, dt, loc)
+    dst = result_access(shape, dt, loc)
     ins = [broadcast_access(c.access, shape, "condition")]
     for v in (x, y):
-        ins.append(broadcast_access(v.access, shape) if isinstance(v, Tile) else _scalar_imm(v))
+        ins.append(broadcast_access(v.access, shape) if isinstance(v, Tile) else scalar_imm(v))
     tr.emit(ir.Instr("select", (dst,), tuple(ins), attrs(engine="vector"), to_mask(mask, shape, loc), loc))
     return Tile(tr, dst, dt)
 
@@ -377,8 +374,8 @@ MATMUL_DTYPES = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "f
 
 def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> PendingMatmul:
     tr = current()
-    s = _operand(stationary, "stationary", op, loc)
-    m = _operand(moving, "moving", op, loc)
+    s = tile_operand(stationary, "stationary", op, loc)
+    m = tile_operand(moving, "moving", op, loc)
     if len(s.shape) != 2 or len(m.shape) != 2:
         raise errors.make("matmul_shape", f"{op} operands must be 2-D tiles: stationary {s.shape}, moving {m.shape}",
                           loc=loc)
@@ -401,38 +398,22 @@ def matmul(x, y, *, transpose_x=False, mask=None):
     if mask is not None:
         raise errors.make("unsupported", "mask= on nl.matmul (operand masking) is not built yet", loc=loc,
                           hint="slice the operands instead")
-    xt = _operand(x, "x", "matmul", loc)
+    xt = tile_operand(x, "x", "matmul", loc)
     if not transpose_x:
         if len(xt.shape) != 2:
             raise errors.make("matmul_shape", f"matmul x must be 2-D, got {xt.shape}", loc=loc)
         tr = current()
-        dst = _out((xt.shape[1], xt.shape[0]), xt.dtype_name, loc)
+        dst = result_access((xt.shape[1], xt.shape[0]), xt.dtype_name, loc)
         tr.emit(ir.Instr("transpose", (dst,), (xt.access,), attrs(engine="tensor"), None, loc))
         xt = Tile(tr, dst, xt.dtype_name)
     return matmul_pending(xt, y, loc, "matmul")
-
-
-# ---------------------------------------------------------------- numpy interop
-
-def ufunc_to_op(ufunc):
-    table = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
-             np.fmod: fmod, np.mod: mod,
-             np.true_divide: divide, np.maximum: maximum, np.minimum: minimum, np.equal: equal,
-             np.not_equal: not_equal, np.greater: greater, np.greater_equal: greater_equal, np.less: less,
-             np.less_equal: less_equal, np.logical_and: logical_and, np.logical_or: logical_or,
-             np.logical_xor: logical_xor, np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or,
-             np.bitwise_xor: bitwise_xor, np.left_shift: left_shift, np.right_shift: right_shift,
-             np.exp: exp, np.log: log, np.tanh: tanh, np.sqrt: sqrt, np.square: square,
-             np.reciprocal: reciprocal, np.abs: abs, np.absolute: abs, np.negative: negative, np.sin: sin,
-             np.cos: cos, np.tan: tan, np.arctan: arctan, np.sign: sign, np.invert: invert}
-    return table.get(ufunc)
 
 
 @api("nl.var")
 def var(x, axis, *, dtype=None, mask=None):
     """nl.var: population variance along free axes = mean((x - mean(x))^2), each step in fp32."""
     loc = capture_loc(2)
-    t = _operand(x, "x", "var", loc)
+    t = tile_operand(x, "x", "var", loc)
     axes = _axes(axis, len(t.shape), loc)
     mu = mean(t, axes, dtype="float32", mask=mask, keepdims=True)
     d = elementwise("subtract", t, mu, "float32", mask, loc=loc)
@@ -445,3 +426,47 @@ class fp32:  # noqa: N801 - NKI's spelling
     """FP32 constants (nl.fp32.min is the most negative finite fp32, bit pattern 0xff7fffff)."""
     min = float(np.finfo(np.float32).min)
     max = float(np.finfo(np.float32).max)
+
+
+@api("nl.logical_not")
+def logical_not(x, *, dtype=None, mask=None):
+    """nl.logical_not: 1 where x == 0, else 0."""
+    return equal(x, 0, dtype=dtype if dtype is not None else "bool", mask=mask)
+
+
+# ---------------------------------------------------------------- loop_reduce (legacy)
+
+class LoopReduce:
+    """A pending nl.loop_reduce (legacy: "the destination tile is also the rhs input to op"): assigned
+    into a view, `dst[...] = nl.loop_reduce(x, op=np.add, loop_indices=[i])` is `dst = op(x, dst)` on
+    the Vector Engine, cast to `dtype` (default: x's dtype), masked-off positions unwritten.
+    loop_indices only tells NKI's compiler which loops it may optimise across; it changes nothing
+    here. The result has no value of its own: any other use is an error naming the line."""
+
+    def __init__(self, x, op: str, dtype, mask, loc):
+        self.x, self.op, self.dtype, self.mask, self.loc = x, op, dtype, mask, loc
+
+    def apply_into(self, view) -> None:
+        want = resolve_dtype(self.dtype, self.loc) if self.dtype is not None else self.x.dtype_name
+        if want != view.dtype_name:
+            raise errors.make("dtype", f"nl.loop_reduce(dtype={want}) is assigned into '{view.name}' of dtype "
+                              f"{view.dtype_name}: the destination is also the reduction's input",
+                              loc=self.loc, hint="give the destination tile the reduction's dtype")
+        elementwise(self.op, self.x, view, None, self.mask, out=view, loc=self.loc)
+
+    def __getattr__(self, name):
+        raise errors.make("unsupported", "the result of nl.loop_reduce has no value of its own: assign it into "
+                          "its destination (dst[...] = nl.loop_reduce(x, op=..., loop_indices=[i]))",
+                          loc=self.__dict__.get("loc"))
+
+
+@api("nl.loop_reduce")
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None) -> LoopReduce:
+    loc = capture_loc(2)
+    if not isinstance(x, Tile):
+        raise errors.make("argument", f"nl.loop_reduce needs a tile, got {type(x).__name__}", loc=loc)
+    return LoopReduce(x, alu_name(op, loc), dtype, mask, loc)
+
+
+# every nl function of this module, by name, for Tile's operators (`a + b` is nl.add(a, b))
+provide_tile_ops({f.__name__: f for f in list(globals().values()) if callable(f) and spec_of(f) is not None})

@@ -1,9 +1,11 @@
-"""Data movement: nl.load / nl.store / nl.copy, assignment into views, in-place updates, reshape.
+"""Data movement: nl.load / nl.store, assignment into views, in-place updates, reshape, constants,
+nl.device_print.
 
 Contract: `assign(view, value)` is what `tile[key] = value` means: a DMA when either side is in
 HBM, an on-chip `tensor_copy` otherwise, a `memset` for a Python number, and for a pending matmul
 the matmul itself targets the view. `update_in_place(tile, other, op)` is `tile op= other`; for a
-PSUM tile and a matmul result it becomes the matmul's accumulation into the tile.
+PSUM tile and a matmul result it becomes the matmul's accumulation into the tile. Both, and
+`reshape`, are what Tile's `t[k] = v`, `t += v` and `t.reshape(...)` call (tile.TILE_OPS).
 """
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from .. import errors
 from ..loc import capture_loc
 from ..core import ir
 from ..core import dtypes as D
+from ..core.affine import Affine, axis_var
 from .api import api
 from .masks import to_mask
-from .memory import new_buffer, resolve_dtype
-from .tile import PendingMatmul, Tile, broadcast_access
+from .memory import ON_CHIP, new_buffer, resolve_dtype
+from .ops_math import LoopReduce, elementwise
+from .tile import PendingMatmul, Tile, broadcast_access, provide_tile_ops
 from .tracer import attrs, current
 
 
@@ -34,7 +38,6 @@ def _require_space(t: Tile, spaces: tuple[ir.Space, ...], what: str, op: str, lo
                           f"but got a tile in '{t.space.value}' instead", loc=loc)
 
 
-ON_CHIP = (ir.Space.SBUF, ir.Space.PSUM)
 # NKI's mode=oob_mode.skip/error only matters for indirect (data-dependent) DMA, which is not built
 _OOB_MODE = {"mode": "mode= (oob_mode, for indirect DMA) is not built yet: nki_lite has no indirect indexing"}
 
@@ -102,7 +105,6 @@ def assign(view: Tile, value) -> None:
         if view.space == ir.Space.PSUM and view.shape == value.shape:
             value.consume_into(view.access, accumulate=False)
             return
-    from .ops_legacy import LoopReduce
     if isinstance(value, LoopReduce):          # dst[...] = nl.loop_reduce(x, ...): dst = op(x, dst)
         value.apply_into(view)
         return
@@ -135,8 +137,7 @@ def update_in_place(tile: Tile, other, opname: str) -> Tile:
                               f"tile of shape {tile.shape}", loc=loc)
         other.consume_into(tile.access, accumulate=True)
         return tile
-    from . import ops_math
-    ops_math.elementwise(opname, tile, other, dtype=None, mask=None, out=tile, loc=loc)
+    elementwise(opname, tile, other, dtype=None, mask=None, out=tile, loc=loc)
     return tile
 
 
@@ -161,7 +162,6 @@ def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
 @api("nl.load_transpose2d")
 def load_transpose2d(src, *, mask=None, dtype=None) -> Tile:
     """nl.load_transpose2d: HBM [R, C] -> SBUF tile [C, R] (the DMA transposes)."""
-    from ..core.affine import Affine, axis_var
     tr = current()
     loc = capture_loc(2)
     src = _require_tile(src, "src", "load_transpose2d", loc)
@@ -205,7 +205,19 @@ def shared_identity_matrix(n, dtype=np.uint8) -> Tile:
 @api("nl.static_cast")
 def static_cast(input_data, dtype):
     """nl.static_cast: host-side cast of a scalar or array (no tracing)."""
-    from .memory import resolve_dtype as _rd
-    name = _rd(dtype, capture_loc(2))
+    name = resolve_dtype(dtype, capture_loc(2))
     out = np.asarray(input_data).astype(D.to_numpy(name))
     return out[()] if out.ndim == 0 else out       # scalars stay scalars (usable as operands)
+
+
+@api("nl.device_print")
+def device_print(prefix, x, *, mask=None):
+    """nl.device_print: print a tile's values when the kernel runs (interpreter: stdout)."""
+    tr = current()
+    loc = capture_loc(2)
+    if not isinstance(x, Tile):
+        raise errors.make("argument", f"nl.device_print prints tiles, got {type(x).__name__}", loc=loc)
+    tr.emit(ir.Instr("device_print", (), (x.access,), attrs(prefix=str(prefix)), to_mask(mask, x.shape, loc), loc))
+
+
+provide_tile_ops({"assign": assign, "update_in_place": update_in_place, "reshape": reshape})

@@ -32,17 +32,6 @@ def _bounds(args, name: str, loc) -> tuple[int, int, int]:
     return r.start, r.step, len(r)
 
 
-class UnrollRequest(Exception):
-    """Raised while tracing when Python control flow depends on the variables of symbolic loops only
-    (`if (i + 1) * 128 - 1 >= j * 512:`, a tile-level early exit): the kernel is traced again with
-    those loops unrolled, so each iteration's branch is taken at trace time — what NKI's simulator,
-    which runs the loops in Python, does. Never escapes lang/trace.py."""
-
-    def __init__(self, locs: set, error: Exception):
-        super().__init__("unroll")
-        self.locs, self.error = locs, error
-
-
 def _symbolic_range(args, kind: str, name: str):
     loc = capture_loc(3)
     tr = current()

@@ -5,13 +5,20 @@ Contract:
   composes affine views (they write through); `t[...] = v` emits a copy, DMA or memset into the
   view; `t += v` updates in place (PSUM accumulation when `v` is a matmul result).
 - Python operators and numpy ufuncs on tiles call the nl ops, so `a + b`, `np.exp(a)`,
-  `np.max(a, axis=1)` trace like `nl.add(a, b)`, `nl.exp(a)`, `nl.max(a, axis=1)`.
+  `np.max(a, axis=1)` trace like `nl.add(a, b)`, `nl.exp(a)`, `nl.max(a, axis=1)`. The ops build
+  Tiles, so they sit above this module: they reach Tile through TILE_OPS, a table of nl functions
+  by name that the op modules fill when imported (lang/ops_math.py, lang/ops_memory.py).
 - Branching on a tile (`if t:`) raises control_flow_on_tile.
 - `PendingMatmul` is the result of nc_matmul/matmul before it has a destination: the next
   statement either gives it one (`psum[...] = mm`, `psum[...] += mm`) or it is materialised into a
   fresh PSUM tile; the tracer flushes it before any other instruction, so order is preserved.
 """
 from __future__ import annotations
+
+import ast
+import sys
+import warnings
+from typing import Callable
 
 import numpy as np
 
@@ -21,7 +28,26 @@ from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..core import dtypes as D
 from .index import DynSlice, Index, as_index
+from .memory import SPACE_OBJECTS, new_buffer
+from .opnames import UFUNC_OPS
+from .source import stmt_at
 from .tracer import Tracer, attrs, user_text
+
+# nl function name -> the function ("add", "sum", "assign", ...): filled by the op modules on import
+TILE_OPS: dict[str, Callable] = {}
+
+
+def provide_tile_ops(fns: dict[str, Callable]) -> None:
+    """Called by each op module at import: the functions Tile's operators and numpy hooks call."""
+    TILE_OPS.update(fns)
+
+
+def _op(name: str) -> Callable:
+    fn = TILE_OPS.get(name)
+    if fn is None:          # an op module was not imported: a bug in nki_lite, not in the kernel
+        raise LookupError(f"nki_lite internal error: no implementation registered for tile operation '{name}' "
+                          "(import nki_lite.language)")
+    return fn
 
 
 def _err(name: str, msg: str, hint: str | None = None, depth: int = 3):
@@ -65,7 +91,6 @@ class Tile:
 
     @property
     def buffer(self):
-        from .memory import SPACE_OBJECTS
         return SPACE_OBJECTS[self.buf.space]
 
     @property
@@ -98,22 +123,19 @@ class Tile:
         return Tile(self._tracer, access, self._dtype)
 
     def __setitem__(self, key, value) -> None:
-        from .ops_memory import assign
-        assign(self[key], value)
+        _op("assign")(self[key], value)
 
     def reshape(self, *dims, shape=None) -> "Tile":
         """t.reshape(a, b), t.reshape((a, b)) or t.reshape(shape=(a, b)) (the legacy samples' spelling)."""
-        from .ops_memory import reshape
         if shape is not None:
             if dims:
                 raise _err("argument", "reshape takes the new shape once: positionally or as shape=, not both")
             dims = (shape,)
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        return reshape(self, tuple(dims))
+        return _op("reshape")(self, tuple(dims))
 
     def broadcast_to(self, shape) -> "Tile":
-        from .ops_math import broadcast_to
-        return broadcast_to(self, shape)
+        return _op("broadcast_to")(self, shape)
 
     # ---- control flow cannot depend on data
     def __bool__(self):
@@ -133,10 +155,9 @@ class Tile:
 
     # ---- operators -> nl ops
     def _bin(self, other, name: str, reverse: bool = False):
-        from . import ops_math
         if isinstance(other, Tile) and self.shape and other.shape and other.shape[0] != self.shape[0]:
             _partition_broadcast_error(name, *((other, self) if reverse else (self, other)))
-        fn = getattr(ops_math, name)
+        fn = _op(name)
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, o): return self._bin(o, "add")
@@ -168,20 +189,16 @@ class Tile:
     __hash__ = object.__hash__
 
     def __neg__(self):
-        from . import ops_math
-        return ops_math.negative(self)
+        return _op("negative")(self)
 
     def __abs__(self):
-        from . import ops_math
-        return ops_math.abs(self)
+        return _op("abs")(self)
 
     def __invert__(self):
-        from . import ops_math
-        return ops_math.invert(self)
+        return _op("invert")(self)
 
     def _inplace(self, other, name: str):
-        from .ops_memory import update_in_place
-        return update_in_place(self, other, name)
+        return _op("update_in_place")(self, other, name)
 
     def __iadd__(self, o): return self._inplace(o, "add")
     def __isub__(self, o): return self._inplace(o, "subtract")
@@ -190,28 +207,25 @@ class Tile:
 
     # ---- numpy interop: np.add(t, u), np.exp(t), np.sum(t, axis=1), ...
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .ops_math import ufunc_to_op
         if method != "__call__":
             if method == "reduce":
-                from . import ops_math
                 red = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}.get(ufunc.__name__)
                 if red:
-                    return getattr(ops_math, red)(inputs[0], **kwargs)
+                    return _op(red)(inputs[0], **kwargs)
             return NotImplemented
-        fn = ufunc_to_op(ufunc)
+        fn = TILE_OPS.get(UFUNC_OPS.get(ufunc, ""))
         if fn is None:
             raise _err("unsupported", f"numpy ufunc np.{ufunc.__name__} has no NKI equivalent in nki_lite", depth=2)
         kwargs.pop("out", None)
         return fn(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from . import ops_math
         name = {"sum": "sum", "max": "max", "amax": "max", "min": "min", "amin": "min", "mean": "mean",
                 "prod": "prod", "all": "all", "var": "var", "transpose": "transpose", "where": "where",
                 "matmul": "matmul", "copy": "copy", "broadcast_to": "broadcast_to"}.get(func.__name__)
-        if name is None or not hasattr(ops_math, name):
+        if name is None:
             raise _err("unsupported", f"numpy function np.{func.__name__} is not supported on tiles", depth=2)
-        return getattr(ops_math, name)(*args, **kwargs)
+        return _op(name)(*args, **kwargs)
 
     def __array__(self, *a, **k):
         nested = _called_kernel(self._tracer)
@@ -243,9 +257,6 @@ class TilePrintWarning(UserWarning):
 
 
 def _warn_if_printed(tile: "Tile") -> None:
-    import ast
-    import warnings
-    from .source import stmt_at
     loc = capture_loc(3)
     for node in stmt_at(loc.file, loc.line) if loc.line > 0 else ():
         for sub in ast.walk(node):
@@ -261,7 +272,6 @@ def _warn_if_printed(tile: "Tile") -> None:
 def _called_kernel(tracer: Tracer):
     """The error to raise when a tile reaches numpy because kernel code called an @nki.jit kernel (whose
     argument binding converts arrays): the kernel itself (recursion) or another kernel."""
-    import sys
     frame = sys._getframe(2)
     for _ in range(16):
         if frame is None:
@@ -320,7 +330,6 @@ class PendingMatmul(Tile):
         # a masked matmul in existing IR ops: the product into a fresh PSUM tile, then a masked fp32
         # add into (or copy to) the destination; masked-off outputs are not written. The PSUM sum is
         # acc + (sum over k), the order the Tensor Engine's partial sums reach PSUM.
-        from .memory import new_buffer
         buf = new_buffer(tr, self._shape, "float32", ir.Space.PSUM, "psum_masked", self._loc, raw=True)
         tmp = ir.Access.full(buf)
         tr.emit_raw(ir.Instr("nc_matmul", (tmp,), self._ins, self._op_attrs + attrs(accumulate=False), None,
@@ -333,7 +342,6 @@ class PendingMatmul(Tile):
 
     def materialize(self) -> ir.Access:
         if self._access_cached is None:
-            from .memory import new_buffer
             buf = new_buffer(self._tracer, self._shape, "float32", ir.Space.PSUM, "psum", self._loc, raw=True)
             self._access_cached = ir.Access.full(buf)
             self.emit_into(self._access_cached, accumulate=False)
@@ -376,64 +384,52 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
         raise _err("rank", f"too many indices ({len(key)}) for a tile of rank {nd} and shape {acc.shape}")
     advanced = [k for k in key if isinstance(k, Index) and k.ndim > 0]
     if advanced:
-        if any(isinstance(k, (slice, DynSlice)) for k in key):
-            raise _err("mixed_indexing", "mixing basic indexing (slices) and advanced indexing (nl.arange) "
-                       "in one subscript is not supported")
-        if len(key) < nd:
-            raise _err("rank", f"advanced indexing needs an index for each of the {nd} dimensions of a tile of "
-                       f"shape {acc.shape}; got {len(key)}")
-        ndim = max(k.ndim for k in advanced)
-        extents: dict[int, int] = {}
-        for k in advanced:
-            if k.ndim != ndim:
-                raise _err("bad_index", "index expressions of different rank in one subscript",
-                           "lift each nl.arange to the same rank ([:, None] and [None, :] for 2-D)")
-            for ax, e in k.extents.items():
-                if extents.setdefault(ax, e) != e:
-                    raise _err("bad_index", f"index expressions disagree on the extent of axis {ax}")
-        new_shape = tuple(extents.get(a, 1) for a in range(ndim))
-        subst = {}
-        for d, k in enumerate(key):
-            ix = _as_index_or_none(k)
-            if ix is None:
-                if isinstance(k, Tile):
-                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet",
-                               "index with nl.arange/affine expressions; gather with a loop over the index values "
-                               "known at trace time")
-                raise _err("bad_index", f"unsupported index {k!r}")
-            subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
-        return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
+        return _compose_advanced(acc, key, advanced)
+    return _compose_basic(acc, key + (slice(None),) * (nd - len(key)))
 
-    key = key + (slice(None),) * (nd - len(key))
+
+def _compose_advanced(acc: ir.Access, key: tuple, advanced: list) -> ir.Access:
+    """Advanced indexing: every dimension indexed by an nl.arange expression (or an integer); the
+    result has the expressions' common layout."""
+    nd = len(acc.shape)
+    if any(isinstance(k, (slice, DynSlice)) for k in key):
+        raise _err("mixed_indexing", "mixing basic indexing (slices) and advanced indexing (nl.arange) "
+                   "in one subscript is not supported")
+    if len(key) < nd:
+        raise _err("rank", f"advanced indexing needs an index for each of the {nd} dimensions of a tile of "
+                   f"shape {acc.shape}; got {len(key)}")
+    ndim = max(k.ndim for k in advanced)
+    extents: dict[int, int] = {}
+    for k in advanced:
+        if k.ndim != ndim:
+            raise _err("bad_index", "index expressions of different rank in one subscript",
+                       "lift each nl.arange to the same rank ([:, None] and [None, :] for 2-D)")
+        for ax, e in k.extents.items():
+            if extents.setdefault(ax, e) != e:
+                raise _err("bad_index", f"index expressions disagree on the extent of axis {ax}")
+    new_shape = tuple(extents.get(a, 1) for a in range(ndim))
+    subst = {}
+    for d, k in enumerate(key):
+        ix = _as_index_or_none(k)
+        if ix is None:
+            if isinstance(k, Tile):
+                raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet",
+                           "index with nl.arange/affine expressions; gather with a loop over the index values "
+                           "known at trace time")
+            raise _err("bad_index", f"unsupported index {k!r}")
+        subst[axis_var(d)] = _unbroadcast(ix.expr, new_shape)
+    return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
+
+
+def _compose_basic(acc: ir.Access, key: tuple) -> ir.Access:
+    """Basic indexing (one key entry per dimension): slices and nl.ds keep a dimension, integers and
+    scalar index expressions drop it."""
     subst = {}
     new_shape: list[int] = []
     for d, k in enumerate(key):
         size = acc.shape[d]
         if isinstance(k, slice):
-            start, stop, step = k.start, k.stop, k.step
-            step = 1 if step is None else step
-            if not isinstance(step, int) or step == 0:
-                raise _err("bad_index", f"slice step must be a nonzero Python int, got {step!r}")
-            if all(v is None or isinstance(v, (int, np.integer)) for v in (start, stop)):
-                r = range(*slice(start, stop, step).indices(size))
-                n, first = len(r), (r.start if len(r) else 0)
-                if n == 0:
-                    raise _err("bad_index", f"empty slice {k} of a dimension of size {size}")
-                subst[axis_var(d)] = Affine.make(first, {axis_var(len(new_shape)): step})
-                new_shape.append(n)
-                continue
-            if step != 1:
-                raise _err("bad_index", "symbolic slices must have step 1", "use nl.ds(start, size)")
-            s = as_index(0 if start is None else start)
-            e = as_index(size if stop is None else stop)
-            if s is NotImplemented or e is NotImplemented:
-                raise _err("bad_index", f"unsupported slice bounds {k}")
-            span = (e - s).expr
-            if not span.is_const or span.const <= 0:
-                raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
-                           "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
-            subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)))
-            new_shape.append(span.const)
+            subst[axis_var(d)] = _slice_expr(k, size, len(new_shape), new_shape)
         elif isinstance(k, DynSlice):
             s = as_index(k.start)
             if s is NotImplemented:
@@ -441,18 +437,50 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
             subst[axis_var(d)] = s.expr + Affine.var(axis_var(len(new_shape)), k.step)
             new_shape.append(k.size)
         else:
-            ix = _as_index_or_none(k)
-            if ix is None:
-                if isinstance(k, Tile):
-                    raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet")
-                raise _err("bad_index", f"unsupported index {k!r} of type {type(k).__name__}")
-            if ix.expr.is_const and not -size <= ix.expr.const < size:
-                raise _err("out_of_bounds", f"index {ix.expr.const} is out of bounds for a dimension of size {size}")
-            e = ix.expr
-            if e.is_const and e.const < 0:
-                e = Affine(e.const + size)
-            subst[axis_var(d)] = e
+            subst[axis_var(d)] = _point_expr(k, size)
     return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), tuple(new_shape))
+
+
+def _slice_expr(k: slice, size: int, axis: int, new_shape: list) -> Affine:
+    """The source index of a slice over result axis `axis` (appending its extent to new_shape)."""
+    start, stop, step = k.start, k.stop, k.step
+    step = 1 if step is None else step
+    if not isinstance(step, int) or step == 0:
+        raise _err("bad_index", f"slice step must be a nonzero Python int, got {step!r}")
+    if all(v is None or isinstance(v, (int, np.integer)) for v in (start, stop)):
+        r = range(*slice(start, stop, step).indices(size))
+        n, first = len(r), (r.start if len(r) else 0)
+        if n == 0:
+            raise _err("bad_index", f"empty slice {k} of a dimension of size {size}")
+        new_shape.append(n)
+        return Affine.make(first, {axis_var(axis): step})
+    if step != 1:
+        raise _err("bad_index", "symbolic slices must have step 1", "use nl.ds(start, size)")
+    s = as_index(0 if start is None else start)
+    e = as_index(size if stop is None else stop)
+    if s is NotImplemented or e is NotImplemented:
+        raise _err("bad_index", f"unsupported slice bounds {k}")
+    span = (e - s).expr
+    if not span.is_const or span.const <= 0:
+        raise _err("bad_index", f"the size of slice {k} must be a positive constant; got `{user_text(span)}`",
+                   "write x[i*T:(i+1)*T] or nl.ds(i*T, T)")
+    new_shape.append(span.const)
+    return s.expr + Affine.var(axis_var(axis))
+
+
+def _point_expr(k, size: int) -> Affine:
+    """The source index of an integer or scalar index expression (the dimension is dropped)."""
+    ix = _as_index_or_none(k)
+    if ix is None:
+        if isinstance(k, Tile):
+            raise _err("unsupported", "indexing by a tile (indirect/dynamic indexing) is not built yet")
+        raise _err("bad_index", f"unsupported index {k!r} of type {type(k).__name__}")
+    if ix.expr.is_const and not -size <= ix.expr.const < size:
+        raise _err("out_of_bounds", f"index {ix.expr.const} is out of bounds for a dimension of size {size}")
+    e = ix.expr
+    if e.is_const and e.const < 0:
+        e = Affine(e.const + size)
+    return e
 
 
 def _unbroadcast(expr: Affine, shape: tuple[int, ...]) -> Affine:

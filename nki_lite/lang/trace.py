@@ -10,18 +10,21 @@ break/return.
 from __future__ import annotations
 
 import inspect
+import sys
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
 
 from .. import errors
-from ..loc import Loc, UNKNOWN_LOC, capture_loc
+from ..loc import Loc, UNKNOWN_LOC, _is_internal, capture_loc, frame_loc
 from ..core import ir
-from ..typing import TensorSpec, is_mutable_annotation
+from .tensor_spec import TensorSpec, is_mutable_annotation
 from ..core import dtypes as D
 from . import purity, source, syntax
+from . import ops_memory  # noqa: F401 - it and ops_math fill tile.TILE_OPS, which every traced kernel needs
 from .tile import Tile
-from .tracer import Tracer, active
+from .tracer import Tracer, UnrollRequest, active
 
 
 def fn_loc(fn) -> Loc:
@@ -43,9 +46,6 @@ def arg_spec(value) -> tuple[tuple[int, ...], str] | None:
 
 def _recursion_error(e: RecursionError):
     """NL-E809 at the recursive call: the user-code line that occurs most often in the traceback."""
-    import sys
-    from collections import Counter
-    from ..loc import _is_internal, frame_loc
     frames, tb = [], e.__traceback__
     while tb is not None:
         if not _is_internal(tb.tb_frame.f_code.co_filename):
@@ -68,9 +68,8 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
     """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
     parameter it writes is an output (written back into the caller's array), the rest stay read-only.
 
-    Loops whose variables steer Python control flow are traced unrolled (lang/ranges.UnrollRequest):
+    Loops whose variables steer Python control flow are traced unrolled (lang/tracer.UnrollRequest):
     the kernel is traced again with them unrolled, at most MAX_UNROLL_RETRACES times."""
-    from .ranges import UnrollRequest
     unroll: set = set()
     for _ in range(MAX_UNROLL_RETRACES):
         try:
@@ -96,80 +95,106 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
     tr.broken_loop = None
     tr.fn = fn
     sig = inspect.signature(fn)
-    call_args = {}
     with tr:
-        for name, value in bound.arguments.items():
-            spec = arg_spec(value)
-            param = sig.parameters[name]
-            if spec is None:
-                call_args[name] = value
-                continue
-            shape, dt = spec
-            mutable = is_mutable_annotation(param.annotation) or outputs_in_params
-            buf = tr.add_buffer(ir.Buffer(name, ir.Space.HBM, shape, dt, "input", mutable=mutable, loc=loc))
-            tr.params.append(name)
-            call_args[name] = Tile(tr, ir.Access.full(buf), dt)
-        args, kwargs = [], {}
-        for name, value in call_args.items():
-            p = sig.parameters[name]
-            if p.kind == p.VAR_POSITIONAL:
-                args.extend(value)
-            elif p.kind == p.VAR_KEYWORD:
-                kwargs.update(value)
-            elif p.kind == p.KEYWORD_ONLY:
-                kwargs[name] = value
-            else:
-                args.append(value)
-        sources = source.reachable(fn, source.constant_functions(call_args))
-        syntax.check(sources)
-        watched = purity.watch(sources)
-        try:
-            result = fn(*args, **kwargs)
-        except RecursionError as e:
-            raise _recursion_error(e) from None
-        except ValueError as e:
-            found = None if isinstance(e, errors.NkiLiteError) else source.unpack_shape_mismatch(e)
-            if found is None:
-                raise
-            raise errors.make("argument", found[1], loc=found[0],
-                              hint="pass a tensor of the expected rank (reshape it on the host)") from None
-        purity.report(watched, fn.__name__)
+        call_args = _bind_params(tr, sig, bound, loc, outputs_in_params)
+        result = _run_body(fn, sig, call_args)
         if tr.broken_loop is not None:
-            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: the loop "
-                              "body must run to completion in every iteration", loc=tr.broken_loop,
+            raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: "
+                              "the loop body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
-        if result is None:
-            values, kind = [], "none"
-        elif isinstance(result, (tuple, list)):
-            values, kind = list(result), "tuple"
-        else:
-            values, kind = [result], "single"
-        outputs = []
-        for v in values:
-            if not isinstance(v, Tile) or v.space != ir.Space.HBM:
-                raise errors.make("argument", f"a kernel returns HBM tensors (created with buffer=nl.shared_hbm); "
-                                  f"got {v!r}", loc=loc)
-            if v.access != ir.Access.full(v.buf) or v.buf.base is not None:
-                raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
-                                  "whole tensor", loc=loc)
-            outputs.append(v.name)
-        if outputs_in_params:
-            written = _written_buffers(tr.stack[0].nodes, tr.buffers)
-            for name in tr.params:
-                if name in written and name not in outputs:
-                    outputs.append(name)
-                elif name not in written and not is_mutable_annotation(sig.parameters[name].annotation):
-                    tr.buffers[name] = replace(tr.buffers[name], mutable=False)
-        for name in tr.params:
-            b = tr.buffers[name]
-            if b.mutable and name not in outputs:
-                raise errors.make("mutable_not_returned", f"parameter '{name}' is annotated nt.mutable_tensor but "
-                                  "is not returned by the kernel", loc=loc)
-        for name in outputs:
-            b = tr.buffers[name]
-            if b.kind == "local":
-                tr.buffers[name] = replace(b, kind="output")
+        outputs, kind = _returned_tensors(result, loc)
+        _mark_outputs(tr, sig, outputs, loc, outputs_in_params)
         return tr.freeze(tuple(outputs), kind, loc)
+
+
+def _bind_params(tr: Tracer, sig: inspect.Signature, bound: inspect.BoundArguments, loc: Loc,
+                 outputs_in_params: bool) -> dict:
+    """The kernel's arguments: tensors become HBM input tiles named after their parameters, everything
+    else passes through as a trace-time constant."""
+    call_args = {}
+    for name, value in bound.arguments.items():
+        spec = arg_spec(value)
+        param = sig.parameters[name]
+        if spec is None:
+            call_args[name] = value
+            continue
+        shape, dt = spec
+        mutable = is_mutable_annotation(param.annotation) or outputs_in_params
+        buf = tr.add_buffer(ir.Buffer(name, ir.Space.HBM, shape, dt, "input", mutable=mutable, loc=loc))
+        tr.params.append(name)
+        call_args[name] = Tile(tr, ir.Access.full(buf), dt)
+    return call_args
+
+
+def _run_body(fn, sig: inspect.Signature, call_args: dict):
+    """Run the kernel body once under the source checks (syntax rules, purity watch)."""
+    args, kwargs = [], {}
+    for name, value in call_args.items():
+        p = sig.parameters[name]
+        if p.kind == p.VAR_POSITIONAL:
+            args.extend(value)
+        elif p.kind == p.VAR_KEYWORD:
+            kwargs.update(value)
+        elif p.kind == p.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    sources = source.reachable(fn, source.constant_functions(call_args))
+    syntax.check(sources)
+    watched = purity.watch(sources)
+    try:
+        result = fn(*args, **kwargs)
+    except RecursionError as e:
+        raise _recursion_error(e) from None
+    except ValueError as e:
+        found = None if isinstance(e, errors.NkiLiteError) else source.unpack_shape_mismatch(e)
+        if found is None:
+            raise
+        raise errors.make("argument", found[1], loc=found[0],
+                          hint="pass a tensor of the expected rank (reshape it on the host)") from None
+    purity.report(watched, fn.__name__)
+    return result
+
+
+def _returned_tensors(result, loc: Loc) -> tuple[list[str], str]:
+    """The names of the returned HBM tensors (whole tensors only) and the return kind."""
+    if result is None:
+        values, kind = [], "none"
+    elif isinstance(result, (tuple, list)):
+        values, kind = list(result), "tuple"
+    else:
+        values, kind = [result], "single"
+    outputs = []
+    for v in values:
+        if not isinstance(v, Tile) or v.space != ir.Space.HBM:
+            raise errors.make("argument", f"a kernel returns HBM tensors (created with buffer=nl.shared_hbm); "
+                              f"got {v!r}", loc=loc)
+        if v.access != ir.Access.full(v.buf) or v.buf.base is not None:
+            raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
+                              "whole tensor", loc=loc)
+        outputs.append(v.name)
+    return outputs, kind
+
+
+def _mark_outputs(tr: Tracer, sig: inspect.Signature, outputs: list[str], loc: Loc, outputs_in_params: bool) -> None:
+    """Legacy nki.trace kernels output every parameter they write; nt.mutable_tensor parameters must be
+    returned; returned local tensors become the kernel's outputs."""
+    if outputs_in_params:
+        written = _written_buffers(tr.stack[0].nodes, tr.buffers)
+        for name in tr.params:
+            if name in written and name not in outputs:
+                outputs.append(name)
+            elif name not in written and not is_mutable_annotation(sig.parameters[name].annotation):
+                tr.buffers[name] = replace(tr.buffers[name], mutable=False)
+    for name in tr.params:
+        b = tr.buffers[name]
+        if b.mutable and name not in outputs:
+            raise errors.make("mutable_not_returned", f"parameter '{name}' is annotated nt.mutable_tensor but "
+                              "is not returned by the kernel", loc=loc)
+    for name in outputs:
+        b = tr.buffers[name]
+        if b.kind == "local":
+            tr.buffers[name] = replace(b, kind="output")
 
 
 def _written_buffers(nodes, buffers) -> set[str]:

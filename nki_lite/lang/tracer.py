@@ -14,7 +14,9 @@ from typing import Any
 from .. import errors
 from ..loc import Loc, capture_loc
 from ..core import ir
-from ..core.affine import Mask
+from ..core.affine import Affine
+from ..core.targets import TARGETS, Target
+from .source import loop_target
 
 _CURRENT: contextvars.ContextVar["Tracer | None"] = contextvars.ContextVar("nki_lite_tracer", default=None)
 
@@ -53,8 +55,13 @@ class Tracer:
         self.var_names: dict[str, tuple] = {}        # IR loop variable -> (user's name, start, step)
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
-        self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (see ranges.py)
+        self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
         self._token = None
+
+    @property
+    def hw(self) -> Target:
+        """The target's hardware facts (core/targets.py); trn2's (the default target) for an unknown name."""
+        return TARGETS.get(self.target) or TARGETS["trn2"]
 
     # ---- lifetime
     def __enter__(self) -> "Tracer":
@@ -107,12 +114,13 @@ class Tracer:
             if src is not None:
                 shape = list(src.shape)
                 self._oversize.clear()
+                p = self.hw.partitions
                 raise errors.make(
                     "free_size_limit",
                     f"transpose of a tile of shape {shape}: its free size {shape[-1]} would become the partition "
-                    f"dimension of the result, and a transpose handles at most 128x128 (the result has "
-                    f"{shape[-1]} > 128 partitions)", loc=instr.loc,
-                    hint="transpose 128-column blocks: t[:, j*128:(j+1)*128] for each j")
+                    f"dimension of the result, and a transpose handles at most {p}x{p} (the result has "
+                    f"{shape[-1]} > {p} partitions)", loc=instr.loc,
+                    hint=f"transpose {p}-column blocks: t[:, j*{p}:(j+1)*{p}] for each j")
         err = next(iter(self._oversize.values()))
         self._oversize.clear()
         raise err
@@ -128,7 +136,6 @@ class Tracer:
             self.pending.materialize()
         var = f"i{self.n_loops}"
         self.n_loops += 1
-        from .source import loop_target
         name = loop_target(loc)
         open_names = {self.var_names.get(b.loop["var"], (None,))[0] for b in self.stack[1:]}
         if name and name not in open_names:
@@ -170,13 +177,23 @@ class Tracer:
                          tuple(self.consts.items()))
 
 
+class UnrollRequest(Exception):
+    """Raised while tracing when Python control flow depends on the variables of symbolic loops only
+    (`if (i + 1) * 128 - 1 >= j * 512:`, a tile-level early exit): the kernel is traced again with
+    those loops unrolled, so each iteration's branch is taken at trace time — what NKI's simulator,
+    which runs the loops in Python, does. Never escapes lang/trace.py."""
+
+    def __init__(self, locs: set, error: Exception):
+        super().__init__("unroll")
+        self.locs, self.error = locs, error
+
+
 def user_text(expr) -> str:
     """An affine expression as the user would write it: loop variables by the for-target names in the
     source (`i`, not the IR's `i0`), accounting for the loop's start and step."""
     tr = _CURRENT.get()
     if tr is None or not tr.var_names:
         return str(expr)
-    from ..core.affine import Affine
     const, terms = expr.const, {}
     for v, c in expr.terms:
         name, start, step = tr.var_names.get(v, (None, 0, 1))
@@ -191,7 +208,3 @@ def user_text(expr) -> str:
 
 def attrs(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple((k, v) for k, v in kw.items() if v is not None)
-
-
-def mask_or_none(m) -> Mask | None:
-    return m

@@ -29,7 +29,7 @@ from ..lang.tracer import active as _tracer_active
 from ..core import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
-from ..typing import TensorSpec
+from ..lang.tensor_spec import TensorSpec
 from .interpreter import fill_uninit
 
 log = logging.getLogger("nki_lite")

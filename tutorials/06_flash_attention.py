@@ -21,11 +21,11 @@
 #
 # | step | engine | tile |
 # |---|---|---|
-# | `S = Qᵀᵀ Kᵀ` (`nc_matmul(qT, kT)`) | Tensor | [128 q, 128 k] fp32 in PSUM |
+# | `S = Q Kᵀ / √d` (`nc_matmul(qT, kT)`: both operands with d on the partitions) | Tensor | [128 q, 128 k] fp32 in PSUM |
 # | `m_new = max(m, rowmax(S))`, `P = exp(S - m_new)`, `l = l·α + rowsum(P)` | Vector / Scalar | [128, 1] and [128, 128] |
-# | `Pᵀ` (`nc_transpose`), `O = O·α + Pᵀᵀ V` | Tensor | [128 q, d] |
+# | `Pᵀ` (`nc_transpose`), `O = O·α + P V` (`nc_matmul(pT, v)`) | Tensor | [128 q, d] |
 #
-# with `α = exp(m - m_new)`. We write this kernel, check it against numpy, then use the stdlib's
+# with `α = exp(m - m_new)`, and `O / l` at the end. We write this kernel, check it against numpy, then use the stdlib's
 # production version (`nki_lite.stdlib.attention`: 512-key blocks, GQA, any shape) for speed and
 # the trn2 profile.
 

@@ -20,13 +20,9 @@ TABLES: dict[str, str] = {}          # "path" or "path::function" -> why it may 
 PENDING: dict[str, str] = {
     "nki_lite/runtime/jit.py": "#11: split by job (compile, disk cache, pool/regions)",
     "nki_lite/runtime/kernel.py": "#11: split by job (kernel object, launch path)",
-    "nki_lite/lower/llvm/codegen.py": "#11: launch plan and emitter context",
     "nki_lite/lower/cost/schedule.py": "#11: the schedule split by job",
     "nki_lite/numerics/fp32math.py": "#11: one module per function family",
     "nki_lite/lower/verify_common.py": "#11: _solve_component into the analysis layer",
-    "nki_lite/lower/llvm/fusion.py": "#11: emit_run",
-    "nki_lite/lower/llvm/rules_common.py": "#11: elementwise",
-    "nki_lite/lower/llvm/rules_compute.py": "#11: _matmul",
     "nki_lite/lang/trace.py": "#11: _trace_once",
     "nki_lite/lang/tile.py": "#11: compose",
 }

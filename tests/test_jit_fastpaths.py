@@ -1,5 +1,5 @@
 """The JIT's speed paths keep every bit and every error: the compare-select max/min reduction with its
-NaN flag and zero fallback (rules_reduce), the JIT-only rewrites (lower/llvm/forward.py: always-true
+NaN flag and zero fallback (rules_reduce), the JIT-only passes (lower/passes/true_masks.py, forward_loads.py: always-true
 masks dropped, loads forwarded to their readers), vscalefps for fp32math._ldexp (mathlib), and the
 `out=` launch fast path (runtime/kernel.py)."""
 import os
@@ -84,7 +84,7 @@ def test_extreme_reduction_zero_sign_is_order_free():
     assert [np.signbit(v) for v in got[:4, 0]] == [True, True, True, False]
 
 
-# ---------------------------------------------------------------- lower/llvm/forward.py
+# ---------------------------------------------------------------- lower/passes/true_masks.py, forward_loads.py
 
 @nki.jit
 def _softmax_like(x):

@@ -15,6 +15,10 @@ Contract:
   restores the caller's value on exit, so results do not depend on the process's FP state.
 - Op semantics are emitted by the "llvm" rules (lower/llvm/rules_*.py) through the `Emitter`
   helpers here; they mirror runtime/interpret_rules*.py step for step.
+- `generate` first runs the pipeline's JIT-only passes (lower/passes/pipeline.py `run_backend`).
+  How a rule is being emitted (vector width, row-major row, fusion) is the immutable `em.cx`
+  (context.py), read through `em.W`, `em.vaxis`, ... and changed only by `with em.context(...)`;
+  the function being written is `em.fn` (functions.py frames it).
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ class Emitter:
         self.debug = debug
         self.vectorize = vectorize
         self.bufs = kernel.buffer_map
-        self.fn = Function(FnBuilder(), set())        # the function being written (_begin_function)
+        self.fn = Function(FnBuilder(), set())        # the function being written (functions.begin)
         self.cx = EmitContext()                      # the emission mode; changed only by context()
         self.functions: dict[str, str] = {}
         self.declares: set[str] = set()
@@ -353,7 +357,7 @@ class Emitter:
             yield inner
 
     def site(self, instr: ir.Instr, ctx: LoopEnv) -> int:
-        self.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (forward.py)
+        self.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (passes/origin.py)
         self.site_names.append(tuple(ctx.names))
         return len(self.sites) - 1
 

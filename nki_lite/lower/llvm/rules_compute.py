@@ -240,13 +240,13 @@ class _Matmul:
         self.K, self.M = K, M = s_acc.shape
         self.N = N = m_acc.shape[1]
         em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
-        self.fused = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
+        self.fma = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
         self.acc_base = em.scratch_ptr()
         self.s_base, self.s_stride = _f32_view(em, s_acc, ctx.env, em.scratch_ptr(M * N * 4))
         self.m_base, self.m_stride = _f32_view(em, m_acc, ctx.env, em.scratch_ptr(M * N * 4 + K * M * 4))
         self.nv = N // LANES if em.vectorize else 0
         VT = f"<{LANES} x float>"
-        if self.fused:
+        if self.fma:
             em.declare("declare float @llvm.fma.f32(float, float, float)")
             em.declare(f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})")
         self.dst_vec = em.flat_index(dst).coeff(axis_var(1)) == 1     # PSUM row contiguous: vector init/finish
@@ -277,7 +277,7 @@ class _Matmul:
         """old + sv*mv: one fused multiply-add for fp32 inputs, else multiply then add (both exact
         per the contract: narrower inputs have exact fp32 products)."""
         B, ty = self.B, self.ty
-        if self.fused:
+        if self.fma:
             fn = "llvm.fma.f32" if w == 1 else f"llvm.fma.v{LANES}f32"
             return B.op(f"call {ty(w)} @{fn}({ty(w)} {sv}, {ty(w)} {mv}, {ty(w)} {old})")
         return B.op(f"fadd {ty(w)} {old}, {B.op(f'fmul {ty(w)} {sv}, {mv}')}")

@@ -66,7 +66,7 @@ def _move(em, instr, ctx, src: ir.Access):
 
 @rule("llvm", "dma_copy")
 def _dma(em, instr, ctx):
-    if instr.attr("forwarded"):          # readers address the source directly (lower/llvm/forward.py)
+    if instr.attr("forwarded"):          # readers address the source directly (pass forward-loads, lower/passes/forward_loads.py)
         em.check_bounds(instr, ctx, (instr.out, instr.ins[0]), None)
         return
     _move(em, instr, ctx, instr.ins[0])

@@ -36,7 +36,7 @@ from ..passes.pipeline import run_backend
 from . import convert as CV
 from . import functions as F
 from .arena import layout
-from .context import EmitContext, Function, LoopEnv
+from .context import EmitContext, Function, LoopEnv, Module
 from .fusion import emit_run, plan, read_counts
 from .irbuilder import FnBuilder, f32, f32_bits
 from .parts import emit_call, split
@@ -63,28 +63,26 @@ class Generated:
 
 
 class Emitter:
-    def __init__(self, kernel: ir.Kernel, debug: bool, vectorize: bool = True):
+    """The code generator of one kernel. State in three explicit groups (context.py): `cx` the
+    emission mode (immutable, `with em.context(...)`), `fn` the function being written, `mod` what
+    the functions add to the module; the rest is fixed per kernel (buffers, arena layout)."""
+
+    def __init__(self, kernel: ir.Kernel, debug: bool, vectorize: bool = True, origin: dict | None = None):
         self.k = kernel
         self.debug = debug
         self.vectorize = vectorize
         self.bufs = kernel.buffer_map
         self.fn = Function(FnBuilder(), set())        # the function being written (functions.begin)
         self.cx = EmitContext()                      # the emission mode; changed only by context()
-        self.functions: dict[str, str] = {}
-        self.declares: set[str] = set()
-        self.sites: list[ir.Instr] = []
-        self.site_names: list[tuple[str, ...]] = []
+        self.mod = Module()                          # what the functions add to the module
         self.arg_buffers = tuple(b.name for b in kernel.buffers
                                  if b.space == ir.Space.HBM and b.base is None and b.kind in ("input", "output", "const"))
-        self.needs_print = False
-        self.origin: dict = {}
+        self.origin = origin if origin is not None else {}   # rewritten -> traced instruction
         self.regions: dict = {}                          # id(loop) -> parallel region index
-        self.region_names: dict = {}                     # region index -> enclosing loop names
         self.x86 = platform.machine().lower() in ("x86_64", "amd64")
         self.row_value: str | None = None   # a value function's fp32 value, for a row reduction's lanes
         self.reads = read_counts(kernel)
         self.arg_index = {name: k for k, name in enumerate(self.arg_buffers)}
-        self.part_texts: list[str] = []                  # outlined parts of long bodies (parts.py)
         self.part_weights: dict = {}
         self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
         self.scratch_offset = off
@@ -168,15 +166,15 @@ class Emitter:
     def use(self, fn_and_text: tuple[str, str]) -> str:
         """Include a helper function once; its `declare` lines join the module's (deduplicated) set."""
         name, text = fn_and_text
-        if name not in self.functions:
+        if name not in self.mod.functions:
             body = []
             for line in text.splitlines():
-                (self.declares.add(line.strip()) if line.startswith("declare ") else body.append(line))
-            self.functions[name] = "\n".join(body) + "\n"
+                (self.mod.declares.add(line.strip()) if line.startswith("declare ") else body.append(line))
+            self.mod.functions[name] = "\n".join(body) + "\n"
         return name
 
     def declare(self, line: str) -> None:
-        self.declares.add(line)
+        self.mod.declares.add(line)
 
     # ---------------------------------------------------------------- buffers and addresses
     def root(self, name: str) -> str:
@@ -357,9 +355,9 @@ class Emitter:
             yield inner
 
     def site(self, instr: ir.Instr, ctx: LoopEnv) -> int:
-        self.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (passes/origin.py)
-        self.site_names.append(tuple(ctx.names))
-        return len(self.sites) - 1
+        self.mod.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (passes/origin.py)
+        self.mod.site_names.append(tuple(ctx.names))
+        return len(self.mod.sites) - 1
 
     def fail(self, site: int, ctx: LoopEnv, operand: int, dim: int, lo: str, hi: str) -> None:
         """Store an out-of-bounds report into status and return 1 (from any depth)."""
@@ -502,16 +500,16 @@ class Emitter:
         text = ["; nki_lite kernel " + self.k.name, F.end(self, "nkl_kernel", args_noalias=True)]
         trips = []
         for k, loop in enumerate(region_loops):
-            if k not in self.region_names:         # not reached by the code generator: never dispatched
+            if k not in self.mod.region_names:         # not reached by the code generator: never dispatched
                 trips.append(0)
                 continue
             text.append(F.region_function(self, k, loop))
             trips.append(loop.trip)
-        text += self.part_texts
-        text += sorted(self.declares)
-        text += list(self.functions.values())
-        return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),
-                         tuple(self.site_names), self.needs_print, tuple(trips))
+        text += self.mod.part_texts
+        text += sorted(self.mod.declares)
+        text += list(self.mod.functions.values())
+        return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.mod.sites),
+                         tuple(self.mod.site_names), self.mod.needs_print, tuple(trips))
 
 
 def _align(n: int, a: int = 64) -> int:
@@ -535,6 +533,4 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
     prepared, origin = run_backend(kernel, "llvm")
-    em = Emitter(prepared, debug, vectorize)
-    em.origin = origin
-    return em.generate()
+    return Emitter(prepared, debug, vectorize, origin).generate()

@@ -11,6 +11,9 @@ Contract:
   `in_region` is true while a parallel region's function is written. The emitter changes it only
   with `with em.context(W=..., ...)`, which restores the previous context on exit (exceptions
   included), so no rule flips emitter attributes by hand.
+- `Module`: what the generated functions add to the module: helper functions by name, `declare`
+  lines, outlined parts (parts.py), error sites with their loop names, whether device_print is
+  used, and the enclosing loop names of each dispatched parallel region.
 - `Function`: the state of one LLVM function being written (its builder, buffer pointers made in
   its entry block, entry allocas, the status words it loaded). A nested function (a part, parts.py)
   gets a fresh one and the caller's is put back afterwards.
@@ -48,3 +51,14 @@ class Function:
     stop_ptr: str = "false"
     has_stop: str = "false"
     dispatch_word: str = "0"
+
+
+@dataclass
+class Module:
+    functions: dict = field(default_factory=dict)     # helper name -> its text (Emitter.use)
+    declares: set = field(default_factory=set)
+    part_texts: list = field(default_factory=list)    # outlined parts of long bodies (parts.py)
+    sites: list = field(default_factory=list)         # traced instruction per error site
+    site_names: list = field(default_factory=list)    # per site: loop names stored on error
+    needs_print: bool = False
+    region_names: dict = field(default_factory=dict)  # region index -> enclosing loop names

@@ -52,7 +52,7 @@ def dispatch_region(em, n: ir.Loop, ctx: LoopEnv) -> None:
         return
     b = em.b
     k = em.regions[id(n)]
-    em.region_names[k] = list(ctx.names)
+    em.mod.region_names[k] = list(ctx.names)
     has = b.op(f"icmp ne i64 {em.fn.dispatch_word}, 0")
     then, other, done = b.new_label("rg"), b.new_label("rs"), b.new_label("rd")
     b.cond_br(has, then, other)
@@ -129,7 +129,7 @@ def region_function(em, k: int, loop: ir.Loop) -> str:
     private = {em.root(i.out.buffer) for i, _ in ir.walk(loop.body) if i.op == "alloc"}
     words = begin(em, private)
     b = em.b
-    names = em.region_names[k]
+    names = em.mod.region_names[k]
     env = {}
     for j, name in enumerate(names):
         q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_REGION_ENV + j}")

@@ -55,15 +55,15 @@ def split(em, nodes) -> list[list]:
 
 
 def emit_call(em, part: list, ctx) -> None:
-    name = f"nkl_part_{len(em.part_texts)}"
-    em.part_texts.append("")                       # reserve the index (nested parts append after it)
-    index = len(em.part_texts) - 1
+    name = f"nkl_part_{len(em.mod.part_texts)}"
+    em.mod.part_texts.append("")                       # reserve the index (nested parts append after it)
+    index = len(em.mod.part_texts) - 1
     caller, row_value = em.fn, em.row_value          # the caller's function state comes back afterwards
     F.begin(em, caller.private, pin_mxcsr=False)
     env = {n: f"%env{j}" for j, n in enumerate(ctx.names)}
     em.run_nodes(part, LoopEnv(env, list(ctx.names)))
     params = "".join(f", i64 %env{j}" for j in range(len(ctx.names)))
-    em.part_texts[index] = F.end(em, name, args_noalias=False, params=params, linkage="internal ",
+    em.mod.part_texts[index] = F.end(em, name, args_noalias=False, params=params, linkage="internal ",
                                             attrs=" noinline")
     em.fn, em.row_value = caller, row_value
     b = em.b

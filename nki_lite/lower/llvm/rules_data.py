@@ -150,4 +150,4 @@ def _device_print(em, instr, ctx):
         p = B.op(f"getelementptr inbounds i64, ptr %status, i64 {6 + k}")
         B.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
     B.emit(f"call void %print_cb(i64 {site}, ptr {em.scratch_ptr()})")
-    em.needs_print = True
+    em.mod.needs_print = True

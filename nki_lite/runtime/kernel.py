@@ -295,10 +295,11 @@ class Kernel:
     def inspect_ir(self, *args, after: str | None = None, target: str | None = None, **kwargs) -> str:
         """The traced IR (as every backend sees it); with `after="pass-name"`, the IR right after that
         pass of lower/passes/pipeline.py (a fresh trace, verified like a call)."""
+        if after is not None:
+            passes.find(after, fn_loc(self.fn))            # an unknown name fails before tracing
         kernel = self.trace(*args, target=target, **kwargs)
         if after is None:
             return ir.format(kernel)
-        passes.find(after, fn_loc(self.fn))
         traced = trace(self.fn, self.bind(args, kwargs), self.grid, self.resolve_target(target),
                        outputs_in_params=getattr(self, "outputs_in_params", False))
         return ir.format(passes.run_through(traced, after))

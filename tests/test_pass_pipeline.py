@@ -105,6 +105,12 @@ def test_unknown_pass_name_is_a_clear_error():
     assert os.path.basename(e.value.loc.file) == os.path.basename(__file__)
 
 
+def test_unknown_pass_name_fails_before_tracing():
+    with pytest.raises(errors.NkiLiteError) as e:
+        _every_pass.inspect_ir(after="nope")              # no arguments: tracing would fail differently
+    assert "unknown pass 'nope'" in str(e.value)
+
+
 @pytest.mark.skipif(not jit_supported(), reason="the LLVM JIT does not run on this platform")
 def test_runtime_and_codegen_run_the_pipeline_in_its_order(monkeypatch):
     calls = []

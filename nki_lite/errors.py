@@ -198,6 +198,13 @@ _TABLE = [
      "an nl/nisa API was called with the wrong number of positional arguments, or an argument missing or "
      "given twice",
      "call it as its signature says (docs/api_keywords.md)"),
+    ("NL-E908", "kernel_reference", ArgumentError, "a FILE::KERNEL reference does not name a kernel",
+     "write FILE::KERNEL, e.g. kernels/add.py::add_kernel, naming a kernel the file defines"),
+    ("NL-E910", "autotune_config", ArgumentError, "an autotune config or key names something the kernel does "
+     "not take",
+     "configs are dicts of the kernel's keyword parameters; key names its tensor parameters (docs/autotune.md)"),
+    ("NL-E911", "autotune_no_config", ArgumentError, "every autotune config failed (verification or an error)",
+     "the notes list each config's reason; add configs with smaller tiles (docs/autotune.md)"),
 ]
 
 # warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)

@@ -1,0 +1,105 @@
+"""`FILE::KERNEL` references: load a kernel from a Python file by name.
+
+Contract:
+- `parse_ref("path/k.py::name")` -> (path, name); a missing `::`, empty part, or missing file is
+  NL-E908 naming what was given.
+- `dialect(path)` reads the file's imports without running it: "legacy" (`neuronxcc.nki`, resolved
+  through nki_lite.compat), "nki_lite" (`import nki_lite`), "current" (`import nki` / `from nki...`,
+  NKI's current dialect, not built yet: issue #14) or "none".
+- `load_kernel(ref)` refuses a current-dialect file with NL-E904 (a clear "not built yet"), installs
+  the legacy aliases, imports the file as a fresh module (its directory on sys.path while it loads, as
+  `python file.py` would) and returns the named object as an nki_lite Kernel (a plain function is
+  wrapped with nki_lite.jit; an @autotune kernel stays one). An unknown name is NL-E908 listing the kernels the file defines.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import itertools
+import os
+import sys
+from types import ModuleType
+
+from .. import errors
+from ..loc import Loc
+
+_COUNTER = itertools.count()
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    path, sep, name = ref.rpartition("::")
+    if not sep or not path or not name:
+        raise errors.make("kernel_reference", f"{ref!r} is not FILE::KERNEL",
+                          hint="name the file and the kernel, e.g. kernels/add.py::add_kernel")
+    if not os.path.isfile(path):
+        raise errors.make("kernel_reference", f"{path!r} is not a file (from {ref!r})")
+    return path, name
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, int]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.module, node.lineno))
+    return out
+
+
+def dialect(path: str) -> tuple[str, int]:
+    """(dialect, line of the deciding import; 0 when none)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    found = {"legacy": 0, "nki_lite": 0, "current": 0}
+    for mod, line in _imports(tree):
+        top = mod.split(".")[0]
+        kind = {"neuronxcc": "legacy", "nki_lite": "nki_lite", "nki": "current"}.get(top)
+        if kind and not found[kind]:
+            found[kind] = line
+    for kind in ("current", "legacy", "nki_lite"):
+        if found[kind]:
+            return kind, found[kind]
+    return "none", 0
+
+
+def load_module(path: str) -> ModuleType:
+    kind, line = dialect(path)
+    if kind == "current":
+        raise errors.make("unsupported", f"{path} is written in NKI's current dialect (`import nki`), which "
+                          "nki_lite does not run yet (issue #14)", loc=Loc(os.path.abspath(path), line, 0, 0),
+                          hint="the legacy dialect (`from neuronxcc import nki` / `import nki_lite as nki`) runs "
+                          "today; docs/status.md lists what is built")
+    from .. import compat
+    compat.install()
+    name = f"_nki_lite_file_{next(_COUNTER)}_{os.path.splitext(os.path.basename(path))[0]}".replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise errors.make("kernel_reference", f"{path!r} cannot be imported as a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod                 # dataclasses / pickling look their module up by name
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.pop(0)
+    return mod
+
+
+def kernels_in(mod: ModuleType) -> list[str]:
+    from ..runtime.kernel import Kernel
+    from ..tuning import Autotuned
+    return sorted(n for n, v in vars(mod).items() if isinstance(v, (Kernel, Autotuned)))
+
+
+def load_kernel(ref: str):
+    from ..runtime.kernel import Kernel, jit
+    from ..tuning import Autotuned
+    path, name = parse_ref(ref)
+    mod = load_module(path)
+    obj = getattr(mod, name, None)
+    if isinstance(obj, (Kernel, Autotuned)):
+        return obj
+    if callable(obj) and not isinstance(obj, type):
+        return jit(obj)
+    have = ", ".join(kernels_in(mod)) or "none"
+    raise errors.make("kernel_reference", f"{path} has no kernel named {name!r} (kernels there: {have})")

@@ -140,8 +140,8 @@ def estimate(kern, shapes, dtypes, grid=(), target: str | None = None, kwargs: d
              trace: str | None = None, png: str | None = None):
     from ..runtime.profile import estimate as _estimate
     from ..tuning import Autotuned
-    from ..typing import tensor
-    specs = [tensor[[*s], D.to_numpy(d)] for s, d in zip(shapes, dtypes)]
+    from ..typing import TensorSpec
+    specs = [TensorSpec(tuple(s), D.to_numpy(d)) for s, d in zip(shapes, dtypes)]
     k = _bind_grid(kern, grid)
     if isinstance(k, Autotuned):
         est = k.estimate(*specs, target=target, **(kwargs or {}))

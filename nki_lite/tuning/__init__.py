@@ -30,6 +30,7 @@ import inspect
 import statistics
 import time
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -52,9 +53,19 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
 
 
+@dataclass
+class _Shared:
+    """What grid-bound copies of one autotuned kernel share: choices per key, the last report, counters."""
+    choices: dict[str, Report] = field(default_factory=dict)
+    last: Report | None = None
+    stats: dict[str, int] = field(default_factory=lambda: {"sweeps": 0, "estimates": 0, "timings": 0,
+                                                           "disk_hits": 0})
+
+
 def _value_key(v) -> Any:
     if isinstance(v, TensorSpec):
-        return {"shape": list(v.shape or ()), "dtype": str(np.dtype(v.dtype)) if v.dtype is not None else None}
+        dt: Any = v.dtype
+        return {"shape": list(v.shape or ()), "dtype": str(np.dtype(dt)) if dt is not None else None}
     if hasattr(v, "shape") and hasattr(v, "dtype"):
         return {"shape": [int(s) for s in v.shape], "dtype": str(v.dtype)}
     return repr(v)
@@ -73,7 +84,7 @@ class Autotuned:
     """An @nki.jit kernel whose keyword parameters are chosen per key by a sweep (see module doc)."""
 
     def __init__(self, kernel: Kernel, configs: Sequence[dict], key: Sequence[str] | None, target: str | None,
-                 by: str, workers: int | None, reps: int, _shared: dict | None = None):
+                 by: str, workers: int | None, reps: int, _shared: _Shared | None = None):
         self.kernel = kernel
         self.configs = [dict(c) for c in configs]
         self.key = list(key) if key is not None else None
@@ -83,10 +94,7 @@ class Autotuned:
         self.reps = reps
         self.__name__ = getattr(kernel, "__name__", "kernel")
         self.__doc__ = getattr(kernel, "__doc__", None)
-        shared = _shared if _shared is not None else {"choices": {}, "last": None,
-                                                     "stats": {"sweeps": 0, "estimates": 0, "timings": 0,
-                                                               "disk_hits": 0}}
-        self._shared = shared
+        self._shared = _shared if _shared is not None else _Shared()
         self._check()
 
     def _check(self) -> None:
@@ -112,8 +120,8 @@ class Autotuned:
         return fn_loc(self.kernel.fn)
 
     @property
-    def stats(self) -> dict:
-        return self._shared["stats"]
+    def stats(self) -> dict[str, int]:
+        return self._shared.stats
 
     def __getitem__(self, grid) -> "Autotuned":
         return Autotuned(self.kernel[grid], self.configs, self.key, self.target, self.by, self.workers,
@@ -150,7 +158,7 @@ class Autotuned:
     def _report_for(self, args, kwargs) -> Report:
         doc, values = self._key_doc(args, kwargs)
         k = store.record_key(doc)
-        choices = self._shared["choices"]
+        choices = self._shared.choices
         rep = choices.get(k)
         if rep is None:
             rec = store.load(k)
@@ -163,7 +171,7 @@ class Autotuned:
             choices[k] = rep
         elif rep.source == "tuned":
             rep.source = "memory"
-        self._shared["last"] = rep
+        self._shared.last = rep
         return rep
 
     def _sweep(self, args, kwargs, values) -> Report:
@@ -226,14 +234,14 @@ class Autotuned:
         return estimate(self.kernel, *args, target=target or self.resolved_target(), **kwargs, **cfg)
 
     def autotune_report(self) -> Report:
-        rep = self._shared["last"]
+        rep = self._shared.last
         if rep is None:
             raise errors.make("argument", f"'{self.__name__}' has not been called yet: no autotune report",
                               loc=self._loc(), hint="call the kernel (or .choose(...)) first")
         return rep
 
     def autotune_reports(self) -> list[Report]:
-        return list(self._shared["choices"].values())
+        return list(self._shared.choices.values())
 
     def trace(self, *args, **kwargs):
         return self.kernel.trace(*args, **kwargs, **self._report_for(args, kwargs).best)

@@ -54,7 +54,7 @@ class Report:
         lines = [f"autotune by={self.by} target={self.target} key={self.key} ({where})",
                  f"  {'#':>3} {'config':40s} {unit:>12s}  status"]
         for r in self.rows:
-            t = f"{r.time_ns * scale:12.3f}" if r.ok else f"{'-':>12s}"
+            t = f"{r.time_ns * scale:12.3f}" if r.time_ns is not None else f"{'-':>12s}"
             status = "chosen" if r.index == self.choice else ("ok" if r.ok else f"skipped: {r.reason}")
             lines.append(f"  {r.index:3d} {str(r.config)[:40]:40s} {t}  {status}")
         return "\n".join(lines)

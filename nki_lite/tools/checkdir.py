@@ -16,7 +16,8 @@ Contract:
     with numpy.testing or nki_lite.testing.assert_close). A kernel file with no such function is a
     skip ("no numpy check"); a file in NKI's current dialect is a FAIL saying it is not built (#14).
 - `run(dirs, modes, only, show, bar)` prints one line per check and mode via `show`, then one
-  summary line per source, and returns the number of failures (the CI exit code is non-zero if any).
+  summary line per source, and returns the number of failures (the CI exit code is non-zero if any);
+  NKI_LITE_MODE is restored afterwards.
   `bar=True` adds a progress bar on stderr (tools/progress.py).
 """
 from __future__ import annotations
@@ -237,6 +238,17 @@ def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | N
 
 def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str], None] = print,
         bar: bool = False, tutorials=None, generic: bool = True) -> int:
+    saved = os.environ.get("NKI_LITE_MODE")
+    try:
+        return _run(dirs, modes, only, show, bar, tutorials, generic)
+    finally:                     # the checks set NKI_LITE_MODE per mode: leave the caller's as it was
+        if saved is None:
+            os.environ.pop("NKI_LITE_MODE", None)
+        else:
+            os.environ["NKI_LITE_MODE"] = saved
+
+
+def _run(dirs, modes, only, show, bar, tutorials, generic) -> int:
     summary = []
     failures = 0
     for d in dirs:

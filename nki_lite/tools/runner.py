@@ -77,7 +77,7 @@ def parse_kwargs(items: list[str] | None) -> dict:
 def random_inputs(shapes, dtypes, seed: int = 0) -> list:
     rng = np.random.default_rng(seed)
     arrays = []
-    for shape, name in zip(shapes, dtypes):
+    for shape, name in zip(shapes, parse_dtypes(list(dtypes), len(shapes))):
         kind = D.info(name).kind
         if kind == "f":
             a = rng.standard_normal(shape).astype(np.float32).astype(D.to_numpy(name))

@@ -9,9 +9,7 @@ something picklable and must not raise (it reports failures in its result).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable
 
 from .. import config
@@ -34,6 +32,8 @@ def workers_for(requested: int | None) -> int:
 
 def run_all(evaluate: Callable[[int], Any], n: int, workers: int, desc: str) -> list:
     global _JOB
+    import multiprocessing                     # here, not at import: `import nki_lite` stays cheap
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     if workers <= 1 or n < MIN_PARALLEL or "fork" not in multiprocessing.get_all_start_methods():
         return [evaluate(i) for i in progress(range(n), total=n, desc=desc)]
     _JOB = evaluate

@@ -15,6 +15,11 @@ import logging as _logging
 # The library's logger: silent unless the application configures logging (NKI_LITE_LOG_LEVEL sets a level).
 _logging.getLogger("nki_lite").addHandler(_logging.NullHandler())
 
+from . import config as _config  # noqa: E402
+
+if _config.get("NKI_LITE_LOG_LEVEL"):
+    _logging.getLogger("nki_lite").setLevel(_config.get("NKI_LITE_LOG_LEVEL"))
+
 from . import errors, isa, language, typing  # noqa: E402,F401
 from .errors import NkiLiteError  # noqa: E402,F401
 from .lang.purity import KernelPurityWarning  # noqa: E402,F401

@@ -88,3 +88,22 @@ def test_public_modules_type_check(tmp_path):
            "--no-error-summary", "--cache-dir", str(tmp_path / "mypy"), *TYPED]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# names the package passes between its own processes, not knobs a user sets
+INTERNAL_ENV = {"NKI_LITE_CORPUS_RESULTS": "the result file `check` hands its pytest subprocess"}
+
+
+def test_every_knob_the_package_reads_is_registered_and_documented():
+    import re
+
+    from nki_lite import config
+    found = set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "nki_lite")):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                    found |= set(re.findall(r"[\"'](NKI_LITE_[A-Z0-9_]+)", fh.read()))
+    assert found - set(INTERNAL_ENV) <= set(config.KNOBS), sorted(found - set(INTERNAL_ENV) - set(config.KNOBS))
+    with open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8") as fh:
+        assert fh.read().rstrip("\n") == config.render_docs().rstrip("\n")   # regenerated

@@ -184,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.NkiLiteError as e:
         print(f"nki-lite {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:            # `nki-lite ... | head`: the reader left; not an error of ours
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

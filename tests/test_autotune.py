@@ -206,3 +206,12 @@ def test_estimate_and_grid_use_the_chosen_config():
     best = tuned.autotune_report().best
     assert est.total_time_ns == nki_lite.estimate(softmax_tiles, x, target="trn2", **best).total_time_ns
     assert isinstance(tuned[1], nki_lite.Autotuned) and tuned[1].stats is tuned.stats
+
+
+def test_call_options_pass_through_to_the_kernel():
+    tuned = nki_lite.autotune(configs=SOFTMAX_CONFIGS[1:3], workers=1)(softmax_tiles)
+    x = np.random.default_rng(4).standard_normal((128, 64)).astype(np.float32)
+    out = np.empty_like(x)
+    r = tuned(x, mode="interpret", out=out)
+    assert r is out
+    assert np.array_equal(out.view(np.uint32), tuned(x, mode="jit").view(np.uint32))

@@ -130,6 +130,35 @@ def test_run_passes_kwargs_grid_and_dtypes(tmp_path):
         runner.parse_grid("0,2")
 
 
+TUNED = textwrap.dedent("""
+    import nki_lite as nki
+    import nki_lite.language as nl
+
+
+    @nki.autotune(configs=[{"TILE": 32}, {"TILE": 64}], key=["x"], workers=1)
+    @nki.jit
+    def tiled_copy(x, TILE=64):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(x.shape[1] // TILE):
+            nl.store(out[:, i * TILE:(i + 1) * TILE], value=nl.load(x[:, i * TILE:(i + 1) * TILE]))
+        return out
+""")
+
+
+def test_autotuned_kernels_run_and_estimate_with_their_choice(tmp_path, monkeypatch):
+    monkeypatch.setenv("NKI_LITE_PROGRESS", "off")
+    p = tmp_path / "tuned.py"
+    p.write_text(TUNED)
+    k = kernelfile.load_kernel(f"{p}::tiled_copy")
+    assert isinstance(k, nki_lite.Autotuned)
+    text, ok = runner.run(k, [(128, 256)], ["float32"])
+    assert ok
+    est = runner.estimate(k, [(128, 256)], ["float32"], target="trn2")
+    best = k.autotune_report().best
+    want = nki_lite.estimate(k.kernel, np.zeros((128, 256), np.float32), target="trn2", **best)
+    assert est.total_time_ns == want.total_time_ns
+
+
 def test_run_exits_1_when_the_backends_differ():
     class Disagrees:
         def __call__(self, *args, mode=None):

@@ -224,7 +224,8 @@ class Autotuned:
 
     # ---- calling
     def __call__(self, *args, **kwargs):
-        call_kw = {k: kwargs.pop(k) for k in ("mode", "target", "out") if k in kwargs}
+        params = self.kernel.signature.parameters       # call options, unless the kernel takes such a parameter
+        call_kw = {k: kwargs.pop(k) for k in ("mode", "target", "out") if k in kwargs and k not in params}
         cfg = self._report_for(args, kwargs).best
         return self.kernel(*args, **kwargs, **cfg, **call_kw)
 

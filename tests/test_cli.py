@@ -176,6 +176,18 @@ def test_current_dialect_file_says_it_is_not_built(tmp_path):
     assert "NL-E904" in r.stderr and "issue #14" in r.stderr and f"{p}:1" in r.stderr
 
 
+def test_a_fallback_import_of_the_current_dialect_runs_and_a_needed_one_is_named(tmp_path):
+    fallback = tmp_path / "fallback.py"
+    fallback.write_text("try:\n    import nki\nexcept ImportError:\n    from neuronxcc import nki\n" + LEGACY_ADD)
+    k = kernelfile.load_kernel(f"{fallback}::add_kernel")
+    assert runner.run(k, [(128, 4)] * 2, ["float32"])[1]
+    needed = tmp_path / "needed.py"
+    needed.write_text("from neuronxcc import nki\nimport nki.isa as nisa\n")
+    with pytest.raises(nki_lite.NkiLiteError, match="NL-E904.*issue #14") as e:
+        kernelfile.load_kernel(f"{needed}::k")
+    assert e.value.loc.line == 2
+
+
 def test_bad_references_name_what_exists(kfile, capsys):
     assert cli.main(["run", f"{kfile}::nope", "--shape", "1x1"]) == 2
     err = capsys.readouterr().err

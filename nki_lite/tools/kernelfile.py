@@ -4,8 +4,10 @@ Contract:
 - `parse_ref("path/k.py::name")` -> (path, name); a missing `::`, empty part, or missing file is
   NL-E908 naming what was given.
 - `dialect(path)` reads the file's imports without running it: "legacy" (`neuronxcc.nki`, resolved
-  through nki_lite.compat), "nki_lite" (`import nki_lite`), "current" (`import nki` / `from nki...`,
-  NKI's current dialect, not built yet: issue #14) or "none".
+  through nki_lite.compat), "nki_lite" (`import nki_lite`), "current" (only `import nki` / `from
+  nki...`: NKI's current dialect, not built yet, issue #14) or "none". A file that imports both
+  dialects counts as legacy (the `nki` import may be a try/except fallback); if importing `nki` is
+  what fails while it loads, that is the same NL-E904.
 - `load_kernel(ref)` refuses a current-dialect file with NL-E904 (a clear "not built yet"), installs
   the legacy aliases, imports the file as a fresh module (its directory on sys.path while it loads, as
   `python file.py` would) and returns the named object as an nki_lite Kernel (a plain function is
@@ -56,19 +58,25 @@ def dialect(path: str) -> tuple[str, int]:
         kind = {"neuronxcc": "legacy", "nki_lite": "nki_lite", "nki": "current"}.get(top)
         if kind and not found[kind]:
             found[kind] = line
-    for kind in ("current", "legacy", "nki_lite"):
+    # a file that also imports the legacy dialect may import `nki` only as a fallback (try/except):
+    # it runs, and load_module still names #14 if the `nki` import is what fails
+    for kind in ("legacy", "nki_lite", "current"):
         if found[kind]:
             return kind, found[kind]
     return "none", 0
 
 
+def _current_dialect(path: str, line: int) -> errors.NkiLiteError:
+    return errors.make("unsupported", f"{path} is written in NKI's current dialect (`import nki`), which "
+                       "nki_lite does not run yet (issue #14)", loc=Loc(os.path.abspath(path), line, 0, 0),
+                       hint="the legacy dialect (`from neuronxcc import nki` / `import nki_lite as nki`) runs "
+                       "today; docs/status.md lists what is built")
+
+
 def load_module(path: str) -> ModuleType:
     kind, line = dialect(path)
     if kind == "current":
-        raise errors.make("unsupported", f"{path} is written in NKI's current dialect (`import nki`), which "
-                          "nki_lite does not run yet (issue #14)", loc=Loc(os.path.abspath(path), line, 0, 0),
-                          hint="the legacy dialect (`from neuronxcc import nki` / `import nki_lite as nki`) runs "
-                          "today; docs/status.md lists what is built")
+        raise _current_dialect(path, line)
     from .. import compat
     compat.install()
     name = f"_nki_lite_file_{next(_COUNTER)}_{os.path.splitext(os.path.basename(path))[0]}".replace("-", "_")
@@ -80,9 +88,19 @@ def load_module(path: str) -> ModuleType:
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(mod)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] == "nki":
+            raise _current_dialect(path, _import_line(path)) from None
+        raise
     finally:
         sys.path.pop(0)
     return mod
+
+
+def _import_line(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    return next((line for mod, line in _imports(tree) if mod.split(".")[0] == "nki"), 0)
 
 
 def kernels_in(mod: ModuleType) -> list[str]:

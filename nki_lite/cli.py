@@ -9,7 +9,8 @@
     nki-lite sysinfo [--json]
 
 Contract: this module parses arguments and dispatches to nki_lite/tools/ (one engine per command).
-Exit codes: 0 success; 1 a check failed (run: JIT and interpreter differ; check: a kernel failed);
+Exit codes: 0 success; 1 a check failed (run: JIT and interpreter differ; check: a kernel failed, or
+nothing was checked);
 2 a usage mistake (argparse) or an nki_lite error, printed to stderr with its code and location.
 Tables and JSON go to stdout, progress bars to stderr.
 """
@@ -67,7 +68,11 @@ def _check(a: argparse.Namespace) -> int:
     for d in a.dirs:
         if not Path(d).is_dir():
             raise errors.make("argument", f"{d!r} is not a directory")
-    failures = checkdir.run([Path(d) for d in a.dirs], modes, a.only or [], bar=True)
+    failures, passes = checkdir.run([Path(d) for d in a.dirs], modes, a.only or [], bar=True)
+    if not failures and not passes:
+        print("nki-lite check: no kernel file with a numpy check ran (docs/cli.md says what counts as one)",
+              file=sys.stderr)
+        return 1
     return 1 if failures else 0
 
 

@@ -217,7 +217,7 @@ def test_estimate_prints_the_model_and_writes_trace_and_png(kfile, tmp_path, cap
     assert capsys.readouterr().out.startswith("nki_lite estimate: add_kernel on trn2")
 
 
-def test_check_runs_every_kernel_file_and_fails_ci_on_a_mismatch(tmp_path):
+def test_check_runs_every_kernel_file_and_fails_ci_on_a_mismatch(tmp_path, capsys):
     (tmp_path / "ok.py").write_text(CHECKED)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "bad.py").write_text(FAILING)
@@ -243,6 +243,9 @@ def test_check_runs_every_kernel_file_and_fails_ci_on_a_mismatch(tmp_path):
     mode = os.environ.get("NKI_LITE_MODE")
     assert cli.main(["check", str(tmp_path), "--mode", "interpret"]) == 0
     assert os.environ.get("NKI_LITE_MODE") == mode          # restored after the per-mode runs
+    (tmp_path / "ok.py").unlink()                             # only a kernel without a check is left
+    assert cli.main(["check", str(tmp_path), "--mode", "interpret"]) == 1
+    assert "no kernel file with a numpy check ran" in capsys.readouterr().err
 
 
 NKIBENCH_KERNEL = textwrap.dedent("""

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         return 2
     modes = ([a.split("=", 1)[1] for a in argv[1:] if a.startswith("--mode=")] or ["interpret,jit"])[0].split(",")
     only = [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--only=")]
-    failures = checkdir.run(dirs, modes, only, show=lambda line: print(line, flush=True),
+    failures, _ = checkdir.run(dirs, modes, only, show=lambda line: print(line, flush=True),
                             tutorials=tutorial_checks, generic=False)
     return 1 if failures else 0
 

@@ -16,7 +16,8 @@ Contract:
     with numpy.testing or nki_lite.testing.assert_close). A kernel file with no such function is a
     skip ("no numpy check"); a file in NKI's current dialect is a FAIL saying it is not built (#14).
 - `run(dirs, modes, only, show, bar)` prints one line per check and mode via `show`, then one
-  summary line per source, and returns the number of failures (the CI exit code is non-zero if any);
+  summary line per source, and returns (failures, passes) (the CI exit code is non-zero if any
+  failed, and for `nki-lite check` also if nothing passed: a CI job that checks nothing is a mistake);
   NKI_LITE_MODE is restored afterwards.
   `bar=True` adds a progress bar on stderr (tools/progress.py).
 """
@@ -237,7 +238,7 @@ def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | N
 
 
 def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str], None] = print,
-        bar: bool = False, tutorials=None, generic: bool = True) -> int:
+        bar: bool = False, tutorials=None, generic: bool = True) -> tuple[int, int]:
     saved = os.environ.get("NKI_LITE_MODE")
     try:
         return _run(dirs, modes, only, show, bar, tutorials, generic)
@@ -248,9 +249,9 @@ def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str
             os.environ["NKI_LITE_MODE"] = saved
 
 
-def _run(dirs, modes, only, show, bar, tutorials, generic) -> int:
+def _run(dirs, modes, only, show, bar, tutorials, generic) -> tuple[int, int]:
     summary = []
-    failures = 0
+    failures = passes = 0
     for d in dirs:
         for label, runner in sources(d, tutorials, generic):
             counts = {m: [0, 0, 0] for m in modes}
@@ -262,6 +263,7 @@ def _run(dirs, modes, only, show, bar, tutorials, generic) -> int:
                     k = {"pass": 0, "FAIL": 1, "skip": 2}[status]
                     counts[mode][k] += 1
                     failures += status == "FAIL"
+                    passes += status == "pass"
                     show(f"{label:17s} {name[-70:]:70s} {mode:9s} {status:5s} {secs:7.2f}s {detail}")
             summary.append((label, d, counts))
     show("")
@@ -269,4 +271,4 @@ def _run(dirs, modes, only, show, bar, tutorials, generic) -> int:
         per = "; ".join(f"{m}: {p} passed, {f} failed" + (f", {sk} skipped" if sk else "")
                         for m, (p, f, sk) in counts.items())
         show(f"{label} ({d}): {per}")
-    return failures
+    return failures, passes

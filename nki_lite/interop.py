@@ -9,7 +9,7 @@ Contract:
 - `to_numpy(v)` reads a foreign CPU tensor without a copy: `np.from_dlpack` when it speaks DLPack
   (torch, jax, the array API), else `np.asarray` (jax's and others' `__array__`). `numpy_args` /
   `numpy_kwargs` apply it to a call's arguments (and to `out=` arrays, so results land in the caller's
-  tensors).
+  tensors); a tensor that cannot be read (torch's requires_grad ones) is NL-E901 naming the argument.
 - Results go back through the caller's namespace without a copy where the framework allows it: the
   array API's `x.__array_namespace__().from_dlpack` (jax), else the framework module's own
   `from_dlpack` (torch.from_dlpack). A result that namespace cannot take (e.g. a dtype it lacks) is
@@ -85,14 +85,26 @@ def converter(args: tuple, kwargs: dict) -> Callable[[Any], Any] | None:
     return convert
 
 
+def _read(name: str, v):
+    if not _foreign(v):
+        return v
+    try:
+        return to_numpy(v)
+    except Exception as e:       # e.g. torch refuses tensors that require grad
+        from . import errors
+        raise errors.make("argument", f"the {type(v).__name__} argument {name} could not be read as a CPU array: "
+                          f"{type(e).__name__}: {e}", hint="pass a plain CPU tensor (e.g. t.detach()) or a "
+                          "numpy array") from None
+
+
 def numpy_args(args: tuple) -> tuple:
-    return tuple(to_numpy(v) if _foreign(v) else v for v in args)
+    return tuple(_read(f"at position {i}", v) for i, v in enumerate(args))
 
 
 def numpy_kwargs(kwargs: dict) -> dict:
     out = {}
     for k, v in kwargs.items():
         if k == "out" and isinstance(v, (tuple, list)):
-            v = type(v)(to_numpy(x) if _foreign(x) else x for x in v)
-        out[k] = to_numpy(v) if _foreign(v) else v
+            v = type(v)(_read(f"out[{i}]", x) for i, x in enumerate(v))
+        out[k] = _read(repr(k), v)
     return out

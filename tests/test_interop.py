@@ -140,6 +140,16 @@ def test_a_result_the_framework_cannot_take_is_numpy_with_a_warning():
     np.testing.assert_array_equal(r, a + a)
 
 
+def test_an_unreadable_tensor_is_nl_e901_naming_the_argument():
+    class Grad(FakeTensor):
+        def __dlpack__(self, stream=None, **kw):
+            raise RuntimeError("Can't export tensors that require gradient")
+
+    a = np.ones((128, 8), np.float32)
+    with pytest.raises(nki.NkiLiteError, match="NL-E901.*Grad argument at position 1.*require gradient"):
+        add(a, Grad(a))
+
+
 def test_torch_round_trip():
     torch = pytest.importorskip("torch", reason="torch is not installed (optional; too big for the CI install)")
     a = torch.arange(128 * 8, dtype=torch.float32).reshape(128, 8)

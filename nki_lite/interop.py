@@ -12,8 +12,9 @@ Contract:
   tensors); a tensor that cannot be read (torch's requires_grad ones) is NL-E901 naming the argument.
 - Results go back through the caller's namespace without a copy where the framework allows it: the
   array API's `x.__array_namespace__().from_dlpack` (jax), else the framework module's own
-  `from_dlpack` (torch.from_dlpack). A result that namespace cannot take (e.g. a dtype it lacks) is
-  returned as numpy with a `FrameworkResultWarning` saying why.
+  `from_dlpack` (torch.from_dlpack); where DLPack cannot carry the dtype (bfloat16, fp8), the
+  namespace's `asarray` (a copy). A result neither takes is returned as numpy with a
+  `FrameworkResultWarning` saying why.
 """
 from __future__ import annotations
 
@@ -57,18 +58,21 @@ def to_numpy(v) -> np.ndarray:
 def _from_numpy_into(like) -> Callable[[np.ndarray], Any]:
     ns_fn = getattr(like, "__array_namespace__", None)
     ns = ns_fn() if callable(ns_fn) else sys.modules.get(type(like).__module__.split(".")[0])
-    make = getattr(ns, "from_dlpack", None)
+    makers = [m for m in (getattr(ns, "from_dlpack", None), getattr(ns, "asarray", None)) if callable(m)]
     kind = type(like).__name__
 
     def convert(a):
-        if not isinstance(a, np.ndarray) or make is None:
+        if not isinstance(a, np.ndarray) or not makers:
             return a
-        try:
-            return make(a)
-        except Exception as e:    # e.g. bfloat16 / fp8, which numpy cannot export through DLPack
-            warnings.warn(f"a kernel result of dtype {a.dtype} is returned as a numpy array, not as {kind}: "
-                          f"{type(e).__name__}: {e}", FrameworkResultWarning, stacklevel=4)
-            return a
+        why: Exception | None = None
+        for make in makers:      # from_dlpack shares memory; asarray (a copy) takes what DLPack cannot:
+            try:                 # bfloat16 / fp8 (numpy cannot export them through DLPack)
+                return make(a)
+            except Exception as e:
+                why = why or e
+        warnings.warn(f"a kernel result of dtype {a.dtype} is returned as a numpy array, not as {kind}: "
+                      f"{type(why).__name__}: {why}", FrameworkResultWarning, stacklevel=4)
+        return a
     return convert
 
 

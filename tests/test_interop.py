@@ -140,6 +140,25 @@ def test_a_result_the_framework_cannot_take_is_numpy_with_a_warning():
     np.testing.assert_array_equal(r, a + a)
 
 
+def test_a_dtype_dlpack_cannot_carry_comes_back_through_asarray():
+    import ml_dtypes
+
+    def refuse(x):
+        raise BufferError(f"no {x.dtype}")
+
+    class Bf16(FakeTensor):
+        def __array__(self, dtype=None, copy=None):
+            return self.data
+
+        def __array_namespace__(self, api_version=None):
+            return types.SimpleNamespace(from_dlpack=refuse, asarray=lambda a: Bf16(np.array(a)))
+
+    h = np.ones((128, 8), ml_dtypes.bfloat16)
+    r = add(Bf16(h), Bf16(h))       # in: DLPack refuses bfloat16, __array__ reads it without a copy
+    assert isinstance(r, Bf16) and r.data.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(r.data.astype(np.float32), 2.0)
+
+
 def test_an_unreadable_tensor_is_nl_e901_naming_the_argument():
     class Grad(FakeTensor):
         def __dlpack__(self, stream=None, **kw):
@@ -168,3 +187,7 @@ def test_jax_round_trip():
     r = add(a, a)
     assert isinstance(r, jax.Array)
     assert bool(jnp.array_equal(r, a + a))
+    h = a.astype(jnp.bfloat16)                     # DLPack cannot carry bfloat16 out of numpy: a copy
+    r = add(h, h)
+    assert isinstance(r, jax.Array) and r.dtype == jnp.bfloat16
+    assert bool(jnp.array_equal(r, h + h))

@@ -39,7 +39,7 @@ from .. import config, errors
 from ..core import dtypes as D
 from ..core import ir
 from ..lower.verify_deps import _hbm_shared_across
-from .interpreter import Machine
+from .machine import Machine
 
 NEVER, WRITTEN, TAINTED = 0, 1, 2
 

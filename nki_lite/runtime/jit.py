@@ -45,7 +45,7 @@ from ..lower.llvm.abi import STATUS_REGION_ENV as _RENV
 from ..lower.llvm.abi import STATUS_PRIVATE_ARENA as _PARENA
 from ..lower.llvm.abi import STATUS_STOP as _STOP
 from . import diskcache as DC
-from .interpreter import fill_uninit
+from .machine import fill_uninit
 
 _PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 _DISPATCH_CB = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)

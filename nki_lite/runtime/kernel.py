@@ -30,7 +30,7 @@ from ..core import ir
 from ..lower.passes import run_default
 from ..lower.verify import verify
 from ..typing import TensorSpec
-from .interpreter import fill_uninit
+from .machine import fill_uninit
 
 log = logging.getLogger("nki_lite")
 

@@ -28,6 +28,7 @@ from ...core.affine import Affine, Mask, axis_var
 from ...core.bits import CANON_NAN
 from ...core.ops import OPS
 from . import convert as CV
+from . import launch_plan
 from .arena import layout
 from .irbuilder import FnBuilder, f32, f32_bits
 
@@ -49,6 +50,7 @@ class Generated:
     loop_names: tuple[tuple[str, ...], ...]     # per site: names of the env values stored on error
     needs_print: bool = False
     region_trips: tuple[int, ...] = ()           # per parallel region k (@nkl_region_<k>): its trip count
+    plan: object = None                          # the runtime's LaunchPlan (launch_plan.py), set by generate()
 
 
 @dataclass
@@ -640,4 +642,6 @@ def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> 
     prepared, origin = prepare(kernel)
     em = Emitter(prepared, debug, vectorize)
     em.origin = origin
-    return em.generate()
+    gen = em.generate()
+    gen.plan = launch_plan.build(kernel, debug, gen)     # what the runtime executes (never re-derives)
+    return gen

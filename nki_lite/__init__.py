@@ -22,11 +22,10 @@ from .runtime.kernel import baremetal  # noqa: E402,F401
 from .runtime.kernel import trace_decorator as trace  # noqa: E402,F401  (legacy nki.trace)
 
 kernel = jit
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model's "cost" rules)
 from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
 
-# Load the JIT driver (and LLVM) now rather than inside the first kernel call: a first call served by
-# the disk cache then takes a few milliseconds instead of ~25 ms of llvmlite start-up.
-from .runtime import jit as _jit  # noqa: E402,F401
+# llvmlite (~25 ms of start-up) is not imported here: it loads with the first JIT compile or disk-cache
+# load (lower/llvm/target.py), so `import nki_lite` stays cheap for interpreter-only and tooling use.

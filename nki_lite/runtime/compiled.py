@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from .. import config
 from ..core import ir
-from ..lower.llvm import target as T
 from ..lower.llvm.launch_plan import LaunchPlan
 from .launch import Launch
 from .native import Native, data_offset
@@ -37,6 +36,7 @@ class CompiledKernel:
     def __init__(self, kernel: ir.Kernel, debug: bool, opt: int | None = None):
         self.kernel, self.debug = kernel, debug
         self.opt = config.get("NKI_LITE_JIT_OPT") if opt is None else opt
+        from ..lower.llvm import target as T          # llvmlite loads on the first compile or disk load
         gen, text, tramp = source_text(kernel, debug)
         self.module = T.compile_object(text, f"nkl_{kernel.name}", opt=self.opt)
         self._bind(gen.plan, tramp, from_disk=False)
@@ -45,6 +45,7 @@ class CompiledKernel:
     def from_entry(cls, kernel: ir.Kernel, debug: bool, opt: int, meta: dict, obj: bytes) -> "CompiledKernel":
         """Adopt a disk-cache entry (metadata already checked by `entry_problem`)."""
         self = cls.__new__(cls)
+        from ..lower.llvm import target as T
         self.kernel, self.debug, self.opt = kernel, debug, opt
         self.module = T.load_object(obj, f"nkl_{kernel.name}", opt, source=lambda: source_text(kernel, debug)[1])
         self._bind(LaunchPlan.from_json(meta, kernel), bool(meta["trampoline"]), from_disk=True)

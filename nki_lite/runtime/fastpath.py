@@ -8,7 +8,7 @@ Contract:
   has validated once), or None when such calls need the general path (mutable or tfloat32 inputs,
   arguments that are not C-contiguous aligned arrays of the storage dtype, keywords).
 - `launcher(call_args, out_arrays)` builds the native argument list and runs it through the same
-  `Launch.output` / `Launch.run` as the first call (runtime/launch.py): one launch path. It is valid
+  `Launch.output` / `Launch.runner` as the first call (runtime/launch.py): one launch path. It is valid
   for the knob snapshot `launcher.stamp` (runtime/knobs.py) it was made under, which the caller
   keys it by; the thread count comes from that snapshot. Per call it still checks what the key does
   not cover: out= arrays writable, aligned and not overlapping an argument (else the general path
@@ -26,8 +26,8 @@ from . import threads as TH
 
 class CachedLauncher:
     def __init__(self, kern, kernel: ir.Kernel, ck, sources: list, threads: int, stamp: tuple):
-        self.kern, self.sources, self.threads, self.stamp = kern, sources, threads, stamp
-        self.output, self.run = ck.launcher.output, ck.launcher.run
+        self.kern, self.sources, self.stamp = kern, sources, stamp
+        self.output, self.run = ck.launcher.output, ck.launcher.runner(threads)
         self.kind = kernel.return_kind
         self.out_index = [ck.plan.arg_buffers.index(n) for n in kernel.outputs]
 
@@ -46,7 +46,7 @@ class CachedLauncher:
             else:
                 name, k = what
                 bufs.append(self.output(name, None if out_arrays is None else out_arrays[k]))
-        self.run(bufs, self.threads)
+        self.run(bufs)
         if self.kind == "single":
             return bufs[self.out_index[0]]
         if self.kind == "none":

@@ -7,8 +7,9 @@ Contract:
   fully written; `buffers(arrays)` orders inputs by name into the native argument list, adding
   constants and new outputs; `run(bufs, threads)` runs one call with at most `threads` threads.
 - `launch(arrays)` = buffers + run with NKI_LITE_NUM_THREADS read now: outputs by name (what
-  `CompiledKernel.launch` returns). Kernel calls use the same `output` and `run`, first and
-  cached calls alike (runtime/fastpath.py).
+  `CompiledKernel.launch` returns). `runner(threads)` is `run` with the plan's decisions taken
+  once. Kernel calls use the same `output` and `runner`, first and cached calls alike
+  (runtime/fastpath.py).
 - Serial calls run on the calling thread — except long-running ones (plan.long_running) made from
   the main thread, which run on a pool thread so Ctrl-C reaches the caller (threads.on_pool).
   Parallel calls run the prologue here, contiguous chunks of programs on the pool (each thread
@@ -16,6 +17,7 @@ Contract:
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -71,16 +73,32 @@ class Launch:
         return outs
 
     def run(self, args: list, available: int) -> None:
+        self.runner(available)(args)
+
+    def runner(self, available: int):
+        """`run(args)` for a budget of `available` threads: the plan's decisions taken once (a cached
+        call's launcher keeps it; runtime/fastpath.py)."""
         plan, native = self.plan, self.native
         threads = plan.threads(available)
         # regions: dispatched from any call but a worker's running programs; not worth it on one thread
         dispatch = self.dispatcher.address if available > 1 else 0
         if threads > 1:
-            native.checked(native.run(args, 0, 0, 0, phases=1, dispatch=dispatch))
-            shared = native.scratch().ptrs[0]
-            TH.on_pool(native, args, [(lo, hi, 2, shared, 0) for lo, hi in plan.program_chunks(threads)])
-            native.checked(native.run(args, 0, 0, 0, phases=4, dispatch=dispatch))
-        elif plan.long_running and threading.current_thread() is threading.main_thread():
-            TH.on_pool(native, args, [(0, plan.n_programs, 7, None, dispatch)])   # Ctrl-C reaches this thread
+            return functools.partial(self._parallel, threads=threads, dispatch=dispatch)
+        n, run, checked = plan.n_programs, native.run, native.checked
+        if plan.long_running:
+            def serial(args):
+                if threading.current_thread() is threading.main_thread():
+                    TH.on_pool(native, args, [(0, n, 7, None, dispatch)])   # Ctrl-C reaches this thread
+                else:
+                    checked(run(args, 0, n, 0, 7, None, dispatch))
         else:
-            native.checked(native.run(args, 0, plan.n_programs, 0, dispatch=dispatch))
+            def serial(args):
+                checked(run(args, 0, n, 0, 7, None, dispatch))
+        return serial
+
+    def _parallel(self, args: list, threads: int, dispatch: int) -> None:
+        native = self.native
+        native.checked(native.run(args, 0, 0, 0, phases=1, dispatch=dispatch))
+        shared = native.scratch().ptrs[0]
+        TH.on_pool(native, args, [(lo, hi, 2, shared, 0) for lo, hi in self.plan.program_chunks(threads)])
+        native.checked(native.run(args, 0, 0, 0, phases=4, dispatch=dispatch))

@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test,plot,notebooks]'
+	$(VPY) -m pip install -q -e '.[test,plot,notebooks,frameworks]'
 	touch $@
 
 .PHONY: venv demo test test-slow bench bench-stdlib notebooks

@@ -3,6 +3,7 @@ survives the disk cache, and that the runtime executes it without re-deriving it
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -109,3 +110,30 @@ def test_import_nki_lite_does_not_load_llvmlite():
     code = "import sys, nki_lite; sys.exit('llvmlite' in sys.modules)"
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+def test_a_cached_call_keeps_its_machine_code_alive_after_the_jit_cache_drops_it():
+    """The cached-call launcher holds raw entry points into the compiled module: when the JIT cache
+    evicts the CompiledKernel (LRU, or CACHE.clear()) and the collector runs, the code must stay
+    mapped for as long as a launcher can call it (it segfaulted before runtime/native.py held the
+    module). Run in a subprocess so a crash is a failure, not a lost worker."""
+    code = textwrap.dedent("""
+        import gc, os
+        import numpy as np
+        os.environ["NKI_LITE_DISK_CACHE"] = "0"
+        import nki_lite as nki
+        from nki_lite.runtime import jit
+        from nki_lite.stdlib.softmax_kernels import row_softmax
+        from nki_lite.stdlib.reference import row_softmax_ref
+        x = np.random.default_rng(0).standard_normal((130, 33)).astype(np.float32)
+        for _ in range(3):
+            row_softmax(x)                        # first call, then cached calls
+            jit.CACHE.clear()
+            for _ in range(3):
+                gc.collect()
+            np.testing.assert_allclose(row_softmax(x), row_softmax_ref(x), rtol=1e-5, atol=1e-6)
+        print("alive")
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "alive" in r.stdout, (r.returncode, r.stderr[-2000:])

@@ -44,6 +44,10 @@ def data_offset() -> int | None:
 class Native:
     def __init__(self, module, plan, kernel: ir.Kernel, trampoline: bool):
         self.plan, self.kernel = plan, kernel
+        # The entry points below are raw addresses into the module's machine code, which llvmlite
+        # frees when the module is collected: whoever holds this object (a launcher a cached call
+        # kept after its CompiledKernel left the JIT cache) must keep the code alive too.
+        self.module = module
         n = len(plan.arg_buffers)
         if trampoline:
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.py_object] * n), ctypes.c_void_p,

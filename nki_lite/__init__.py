@@ -30,3 +30,7 @@ from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
 # Load the JIT driver (and LLVM) now rather than inside the first kernel call: a first call served by
 # the disk cache then takes a few milliseconds instead of ~25 ms of llvmlite start-up.
 from .runtime import jit as _jit  # noqa: E402,F401
+
+# Rule modules registered in core/ops.py `_RULE_MODULES` that no backend driver imports itself.
+from .core.ops import load_rule_modules as _load_rule_modules  # noqa: E402
+_load_rule_modules()

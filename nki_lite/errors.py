@@ -208,6 +208,13 @@ _TABLE = [
     ("NL-E916", "nki_argument_not_built", UnsupportedError,
      "a documented argument value of a built nki instruction is not implemented in nki_lite yet",
      "leave the argument at its default; docs/compat_nki.md lists what each instruction is missing"),
+    # issue #13 batch 1 (range_select, select_reduce, tensor_partition_reduce, the accumulator)
+    ("NL-E108", "isa_operand", ArgumentError,
+     "an ISA instruction's operator or constant is outside what the instruction documents",
+     "use one of the values the instruction's NKI documentation lists (the message names them)"),
+    ("NL-E109", "accumulator", ShapeError,
+     "a reduce_cmd=reduce instruction continues an accumulator of a different partition count",
+     "start each chain with reduce_cmd=reset_reduce on tiles of the same partition count"),
 ]
 
 # warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)

@@ -53,6 +53,7 @@ def _cmd(reduce_cmd, op: str, loc) -> str:
 
 
 def _max_only(reduce_op, op: str, loc) -> None:
+    """reduce_op: only max (None, NKI's default np.amax, also means max)."""
     if reduce_op is not None and alu_name(reduce_op, loc) != "maximum":
         raise errors.make("isa_operand", f"nisa.{op} reduce_op={alu_name(reduce_op, loc)}: only max is supported",
                           loc=loc, hint="pass reduce_op=np.max (or nl.max)")
@@ -107,7 +108,7 @@ def emit_select(op: str, dst: ir.Access, ins: tuple, extra: tuple, mask, reduce_
 
 @isa("nisa.range_select")
 def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd="idle", reduce_res=None,
-                 reduce_op=np.amax, range_start=0, on_false_value=FP32_MIN, mask=None, dtype=None):
+                 reduce_op=None, range_start=0, on_false_value=FP32_MIN, mask=None, dtype=None):
     """nisa.range_select: keep elements whose free index (+ range_start) passes both bound tests."""
     tr = current()
     loc = capture_loc(2)
@@ -144,7 +145,7 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
 
 
 @isa("nisa.select_reduce")
-def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd="idle", reduce_op=np.amax,
+def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd="idle", reduce_op=None,
                   reverse_pred=False, mask=None, dtype=None):
     """nisa.select_reduce: dst = predicate ? on_true : on_false (in place), with an optional max."""
     loc = capture_loc(2)

@@ -11,7 +11,7 @@ max(MIN_II, 2N) (a forward and a backward scan).
 from __future__ import annotations
 
 from ...core.ops import rule
-from .rules import _max_ii, compute, partitions_of, stream_n
+from .rules import _max_ii, compute, free_size_of, partitions_of, stream_n
 
 
 def _streaming(instr, ctx):
@@ -33,5 +33,6 @@ def _partition_reduce(instr, ctx):
 
 @rule("cost", "sequence_bounds")
 def _sequence_bounds(instr, ctx):
-    n = stream_n(ctx, instr)
+    src = instr.ins[0]
+    n = free_size_of(src, ctx.buf(src))          # N ids in the one partition (the output holds 2N)
     return compute(ctx, instr, _max_ii(ctx, 2 * n), f"max(MIN_II, 2N={2 * n})")

@@ -146,6 +146,28 @@ def test_select_reduce_rounds_into_dst_and_fp32_min_becomes_minus_inf_in_bf16():
     assert (out[:32] == 1).all() and (out[32:] == -np.inf).all()
 
 
+@nki.jit
+def select_into_columns(pred, x):
+    out = nl.ndarray((x.shape[0], 2), nl.float32, buffer=nl.shared_hbm)
+    cols = nl.ndarray((x.shape[0], 2), nl.float32, buffer=nl.sbuf)
+    dst = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    for k in nl.affine_range(2):
+        nisa.select_reduce(dst=dst[:, nl.ds(k * 16, 16)], predicate=nl.load(pred[:, nl.ds(k * 16, 16)]),
+                           on_true=nl.load(x[:, nl.ds(k * 16, 16)]), on_false=-1e30,
+                           reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=cols[:, k], reduce_op=np.max)
+    nl.store(out, value=cols)
+    return out
+
+
+def test_select_reduce_into_integer_indexed_column_views():
+    """reduce_res=max_local[:, k] (a [P] view), as the samples' paged flash attention writes it."""
+    pred = RNG.integers(0, 2, (128, 32)).astype(np.uint8)
+    x = RNG.standard_normal((128, 32)).astype(np.float32)
+    out = both_modes(select_into_columns, pred, x)
+    sel = np.where(pred != 0, x, np.float32(-1e30)).reshape(128, 2, 16)
+    np.testing.assert_array_equal(out, sel.max(axis=2))
+
+
 # ---------------------------------------------------------------- nc_match_replace8
 
 def documented_match_replace8(data, vals, imm):

@@ -32,7 +32,7 @@ from .masks import to_mask
 from .memory import resolve_dtype
 from .opnames import alu_name
 from .ops_math import require_same_partitions, result_access, tile_operand
-from .tile import Tile
+from .tile import Tile, broadcast_access
 from .tracer import attrs, current
 
 FP32_MIN = float(np.finfo(np.float32).min)
@@ -103,7 +103,9 @@ def emit_select(op: str, dst: ir.Access, ins: tuple, extra: tuple, mask, reduce_
         _ACCUMULATORS[tr] = acc
         src = acc
     if reduce_res is not None:
-        tr.emit(ir.Instr("tensor_copy", (reduce_res.access,), (src,), attrs(engine="vector"), None, loc))
+        # reduce_res may be a [P] column view (max_local[:, k]): the [P, 1] value drops its trailing axis
+        tr.emit(ir.Instr("tensor_copy", (reduce_res.access,), (broadcast_access(src, reduce_res.shape, "reduce_res"),),
+                         attrs(engine="vector"), None, loc))
 
 
 @isa("nisa.range_select")

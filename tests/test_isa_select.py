@@ -350,3 +350,52 @@ def bad_chain(x):
 ])
 def test_misuse_is_an_error_at_the_line(kernel, name, marker):
     expect(kernel, (np.zeros((128, 16), np.float32),), errors.NkiLiteError, name, marker)
+
+
+# ---------------------------------------------------------------- masks and narrow dtypes
+
+@nki.jit
+def masked_family(x, pred, ids):
+    """Every instruction of this file under a mask, on bf16 data: the backends must agree bit for bit;
+    select_reduce writes dst in place, so its masked-off elements keep their zeros."""
+    P, F = x.shape
+    ip, jf = nl.mgrid[0:P, 0:F]
+    m = (ip < P // 2) & (jf < F - 5)
+    outs = nl.ndarray((4, P, F), nl.float32, buffer=nl.shared_hbm)
+    red = nl.ndarray((2, P, 1), nl.float32, buffer=nl.shared_hbm)
+    col = nl.ndarray((1, F), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r0 = nl.zeros((P, 1), nl.float32)
+    r1 = nl.zeros((P, 1), nl.float32)
+    a = nl.zeros((P, F), nl.bfloat16)
+    a[ip, jf] = nisa.range_select(on_true_tile=t, comp_op0=np.greater, comp_op1=np.less_equal, bound0=3.0,
+                                  bound1=40.0, reduce_cmd=nisa.reduce_cmd.idle, reduce_res=r0, mask=m)
+    b = nl.zeros((P, F), nl.bfloat16)
+    nisa.select_reduce(dst=b, predicate=nl.load(pred), on_true=t, on_false=-2.0, reduce_res=r1, mask=m)
+    c = nl.zeros((P, F), nl.bfloat16)
+    c[ip, jf] = nisa.nc_match_replace8(data=t, vals=nisa.max8(src=t), imm=9.0, mask=m)
+    d = nisa.tensor_partition_reduce(np.add, t, dtype=nl.float32, mask=m)   # columns >= F - 5: not written
+    for k, v in enumerate((a, b, c)):
+        nl.store(outs[k], value=nl.copy(v, dtype=nl.float32))
+    nl.store(outs[3], value=nl.copy(nisa.dropout(t, prob=0.5, mask=m), dtype=nl.float32))
+    nl.store(red[0], value=r0)
+    nl.store(red[1], value=r1)
+    nl.store(col, value=d)
+    return outs, red, col
+
+
+def test_masked_instructions_agree_bitwise_and_leave_masked_off_elements():
+    import ml_dtypes
+    x = (RNG.standard_normal((64, 48)) * 4).astype(ml_dtypes.bfloat16)
+    x[3, 7] = np.nan
+    pred = RNG.integers(0, 2, (64, 48)).astype(np.uint8)
+    outs, red, col = both_modes(masked_family, x, pred, None)
+    off = np.ones((64, 48), bool)
+    off[:32, :43] = False
+    assert (outs[1][off] == 0).all()
+    xf = x.astype(np.float32)
+    i = np.arange(48)[None, :]
+    want = np.where((i > 3) & (i <= 40), xf, np.finfo(np.float32).min)[:32, :43]
+    np.testing.assert_array_equal(outs[0][:32, :43], want.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert np.isnan(red[0][3, 0]) or red[0][3, 0] == np.nanmax(want[3])
+    np.testing.assert_allclose(col[0, :43], xf[:32, :43].sum(axis=0), rtol=1e-2, atol=1e-2)

@@ -1,4 +1,4 @@
-"""llvm rules for partition_reduce and sequence_bounds (mirror runtime/interpret_rules_partition.py:
+"""llvm rules for partition_reduce and sequence_bounds (mirror runtime/interpret_partition.py:
 integer columns reduce exactly in i64, float columns in the 16-lane fp32 order with partition p as
 element p; sequence_bounds as a forward and a backward scan)."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """llvm rules for the random instructions, rand and dropout: numerics/rng.py's integer steps in i32
-(mirrors runtime/interpret_rules_rng.py bit for bit; masked-off elements are not written)."""
+(mirrors runtime/interpret_rng.py bit for bit; masked-off elements are not written)."""
 from __future__ import annotations
 
 from ...core import dtypes as D
@@ -26,7 +26,7 @@ def _mix(B, x: str) -> str:
 
 
 def _seed(em, operand, env) -> str:
-    """The i32 seed (interpret_rules_rng.seed_value): ints wrap, floats give their fp32 bits."""
+    """The i32 seed (interpret_rng.seed_value): ints wrap, floats give their fp32 bits."""
     B = em.b
     if isinstance(operand, ir.Imm):
         return _i32(rng.seed_of(operand.value, D.INFO[operand.dtype].is_int))

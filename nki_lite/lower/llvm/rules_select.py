@@ -1,5 +1,5 @@
 """llvm rules for range_select, select_reduce and match_replace8 (mirror
-runtime/interpret_rules_select.py step for step: fp32 selects with an optional 16-lane max into the
+runtime/interpret_select.py step for step: fp32 selects with an optional 16-lane max into the
 second output; match_replace8 on a per-partition fp32 copy of the row)."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.ops import rule
 from ..numerics import alu
 from ..numerics.convert import round_to
-from .interpret_rules import F32, _finish, _is_int, _value
+from .interpret_common import F32, finish, is_int, value
 
 INT_IDENTITY = {"add": 0, "maximum": np.iinfo(np.int64).min, "bitwise_or": 0, "bitwise_and": -1}
 
@@ -35,14 +35,14 @@ def reduce_columns(op: str, x: np.ndarray, as_int: bool) -> np.ndarray:
 def _partition_reduce(m, instr, env):
     dst, src = instr.out, instr.ins[0]
     op = instr.attr("op")
-    as_int = _is_int(m, (src,), dst)
+    as_int = is_int(m, (src,), dst)
     mask = m.eval_mask(instr, env, src.shape)
-    x = _value(m, src, env, instr, as_int, mask)
+    x = value(m, src, env, instr, as_int, mask)
     if mask is not None:
         x = np.where(mask, x, INT_IDENTITY[op] if as_int else F32(alu.REDUCE_IDENTITY[op]))
     r = reduce_columns(op, x.reshape(src.shape[0], -1), as_int).reshape(dst.shape)
     wmask = None if mask is None else np.broadcast_to(mask, src.shape).any(axis=0, keepdims=True)
-    m.write(dst, env, round_to(r, m.dtype_of(dst)) if as_int else _finish(r, m.dtype_of(dst)), instr, wmask)
+    m.write(dst, env, round_to(r, m.dtype_of(dst)) if as_int else finish(r, m.dtype_of(dst)), instr, wmask)
 
 
 def bounds(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,8 +14,7 @@ import numpy as np
 from ..core import ir
 from ..core.ops import rule
 from ..numerics.convert import round_to
-from .interpret_rules import F32, _finish
-from .interpret_rules_ext import _rows_of, write_reduction
+from .interpret_common import F32, finish, rows_of, write_reduction
 
 COMPARE = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
            "greater_equal": np.greater_equal}
@@ -41,7 +40,7 @@ def _range_select(m, instr, env):
     i = (free_index(dst.shape) + int(instr.attr("range_start"))).astype(F32)
     keep = COMPARE[instr.attr("comp_op0")](i, b0) & COMPARE[instr.attr("comp_op1")](i, b1)
     y = np.where(keep, x, F32(instr.attr("on_false"))).astype(F32)
-    m.write(dst, env, _finish(y, m.dtype_of(dst)), instr, mask)
+    m.write(dst, env, finish(y, m.dtype_of(dst)), instr, mask)
     write_reduction(m, instr, env, y, mask)
 
 
@@ -54,7 +53,7 @@ def _select_reduce(m, instr, env):
     if instr.attr("reverse_pred"):
         p = ~p
     y = np.where(p, _f32(m, t, env, instr, mask, dst.shape), _f32(m, f, env, instr, mask, dst.shape)).astype(F32)
-    m.write(dst, env, _finish(y, m.dtype_of(dst)), instr, mask)
+    m.write(dst, env, finish(y, m.dtype_of(dst)), instr, mask)
     write_reduction(m, instr, env, y, mask)
 
 
@@ -75,8 +74,8 @@ def _match_replace8(m, instr, env):
         first = eq.argmax(axis=1)
         work[rows[found], first[found]] = F32(instr.attr("imm"))
         idx[found, j] = first[found]
-    m.write(dst, env, _finish(work.reshape(data.shape), m.dtype_of(dst)), instr, mask)
+    m.write(dst, env, finish(work.reshape(data.shape), m.dtype_of(dst)), instr, mask)
     if len(instr.outs) > 1:
         out_idx = instr.outs[1]
         m.write(out_idx, env, round_to(idx.reshape(out_idx.shape), m.dtype_of(out_idx)), instr,
-                _rows_of(mask, out_idx.shape))
+                rows_of(mask, out_idx.shape))

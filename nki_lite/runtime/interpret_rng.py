@@ -16,7 +16,7 @@ from ..core import ir
 from ..core.ops import rule
 from ..numerics import rng
 from ..numerics.convert import round_to
-from .interpret_rules import F32, convert
+from .interpret_common import F32, convert
 
 
 def seed_value(m, operand, env, instr) -> int:

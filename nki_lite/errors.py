@@ -216,6 +216,13 @@ _TABLE = [
      "configs are dicts of the kernel's keyword parameters; key names its tensor parameters (docs/autotune.md)"),
     ("NL-E911", "autotune_no_config", ArgumentError, "every autotune config failed (verification or an error)",
      "the notes list each config's reason; add configs with smaller tiles (docs/autotune.md)"),
+    # issue #13 batch 1 (range_select, select_reduce, tensor_partition_reduce, the accumulator)
+    ("NL-E108", "isa_operand", ArgumentError,
+     "an ISA instruction's operator or constant is outside what the instruction documents",
+     "use one of the values the instruction's NKI documentation lists (the message names them)"),
+    ("NL-E109", "accumulator", ShapeError,
+     "a reduce_cmd=reduce instruction continues an accumulator of a different partition count",
+     "start each chain with reduce_cmd=reset_reduce on tiles of the same partition count"),
 ]
 
 # warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)

@@ -8,6 +8,9 @@ from .lang.isa_compute import (activation, affine_select, iota, nc_matmul, recip
 from .lang.isa_data import dge_mode, dma_copy, memset, nc_transpose, oob_mode, tensor_copy  # noqa: F401
 from .lang.isa_reduce import (activation_reduce, bn_aggr, bn_stats, max8, nc_find_index8,  # noqa: F401
                               tensor_reduce, tensor_scalar_reduce, tensor_tensor_scan)
+from .lang.isa_partition import sequence_bounds, tensor_partition_reduce  # noqa: F401
+from .lang.isa_select import nc_match_replace8, range_select, select_reduce  # noqa: F401
+from .lang.rng import isa_dropout as dropout  # noqa: F401
 
 
 class matmul_perf_mode:  # noqa: N801 - NKI's spelling (new API)

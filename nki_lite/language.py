@@ -16,6 +16,7 @@ from .lang.ops_math import (abs, add, all, arctan, bitwise_and, bitwise_or, bitw
                             subtract, sum, tan, tanh, transpose, var, where)
 from .lang.ops_memory import (device_print, load, load_transpose2d, shared_constant,  # noqa: F401
                               shared_identity_matrix, static_cast, store)
+from .lang.rng import dropout, rand, random_seed  # noqa: F401
 from .lang.ranges import nc, spmd_dim, affine_range, num_programs, program_id, program_ndim, sequential_range, static_range  # noqa: F401,E501
 
 bool = bool_  # noqa: A001 - NKI exposes nl.bool_; some code writes nl.bool

@@ -108,6 +108,9 @@ def _smoke_explicit():
         "is_on_chip": lambda t: t if nl.is_on_chip(nl.sbuf) else None,
         "is_psum": lambda t: t if nl.is_psum(nl.psum) else None,
         "is_sbuf": lambda t: t if nl.is_sbuf(nl.sbuf) else None,
+        "dropout": lambda t: nl.dropout(t, 0.0),                  # rate 0 keeps every element
+        "random_seed": lambda t: (nl.random_seed(3), t)[1],
+        "rand": lambda t: nl.rand(t.shape),
     }, x
 
 

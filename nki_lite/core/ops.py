@@ -116,6 +116,21 @@ _TABLE = [
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("device_print", "print a tile's values (interpreter: to stdout)",
      "none", "debug", _F, _F, _F, _F, _T, (), _F, _T),
+    # random numbers (numerics/rng.py); the seed input (a tile element or immediate) ignores the mask
+    ("rand", "uniform [0, 1) values from nki_lite's counter-based generator (seed, draw, stream, index)",
+     "vector", "compute", _F, _F, _T, _F, _F, ALL, _F, _F),
+    ("dropout", "out = u < prob ? 0 : data, u uniform from the generator",
+     "vector", "compute", _F, _F, _T, _F, _F, (2,), _F, _F),
+    ("range_select", "out = bound tests of (range_start + free index) ? on_true : on_false; optional max",
+     "vector", "compute", _F, _F, _T, _F, _F, (), _F, _F),
+    ("select_reduce", "out = predicate ? on_true : on_false; optional max into a second output",
+     "vector", "compute", _F, _F, _T, _F, _F, (), _F, _F),
+    ("match_replace8", "replace the first occurrence of each of 8 values per partition; their indices",
+     "vector", "compute", _F, _F, _T, _F, _F, (1,), _F, _F),
+    ("partition_reduce", "reduce across the partition axis into one partition",
+     "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("sequence_bounds", "[start, end) of each element's segment along the free axis (0 = padding)",
+     "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
 ]
 for _name, _meaning, *_values in _TABLE:
     _op(_name, _meaning, **dict(zip(TRAITS, _values)))
@@ -194,7 +209,13 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.runtime.interpret_reduce",
                  "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
                  "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
-                 "nki_lite.lower.cost.rules")
+                 "nki_lite.lower.cost.rules",
+                 # issue #13 batch 1: random numbers, selects, partition ops (one module per topic)
+                 "nki_lite.runtime.interpret_rng", "nki_lite.runtime.interpret_select",
+                 "nki_lite.runtime.interpret_partition",
+                 "nki_lite.lower.llvm.rules_rng", "nki_lite.lower.llvm.rules_select",
+                 "nki_lite.lower.llvm.rules_partition",
+                 "nki_lite.lower.cost.rules_rng_select", "nki_lite.lower.cost.rules_partition")
 
 
 def missing_rules() -> list[tuple[str, str]]:

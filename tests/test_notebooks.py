@@ -14,12 +14,12 @@ from tests.notebooks import TUTORIALS, cell_sources, execute, pairs
 
 PAIRS = pairs()
 IDS = [nb.stem for nb, _ in PAIRS]
-BUILT = [f"{n:02d}" for n in range(1, 10)]
+BUILT = [f"{n:02d}" for n in range(1, 11)]
 PICTURE = re.compile(r"^\s*(show\(|display\(Image\()", re.M)   # the notebooks' two ways to show a PNG
 
 
 def test_every_built_tutorial_has_a_pair():
-    """Notebooks 01-09 exist as .ipynb + .py, and no stray half of a pair is lying around."""
+    """Notebooks 01-10 exist as .ipynb + .py, and no stray half of a pair is lying around."""
     assert [nb.name[:2] for nb, _ in PAIRS] == BUILT
     assert all(py.exists() for _, py in PAIRS)
     py_only = {p.stem for p in TUTORIALS.glob("[0-9][0-9]_*.py")} - {nb.stem for nb, _ in PAIRS}

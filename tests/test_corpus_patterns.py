@@ -518,3 +518,28 @@ def test_finfo_of_an_integer_dtype_is_an_error():
         return out
     with pytest.raises(errors.NkiLiteError, match="floating-point dtype"):
         k(np.zeros((4, 8), np.float32))
+
+
+# ------------------------------------------------------------------------------ compiler backend names
+
+def test_compiler_backend_annotation_types_resolve_to_nki_lite_classes():
+    """nki-samples' utilities annotate with `local_tile` and `TileIndex` from the compiler's backend."""
+    nki_lite.compat.install()
+    from neuronxcc.nki.compiler.backends.neuron.indexing import TileIndex
+    from neuronxcc.nki.compiler.backends.neuron.tensor import local_tile
+    from nki_lite.lang.index import Index
+    from nki_lite.lang.tile import Tile
+    assert local_tile is Tile and TileIndex is Index
+    seen = {}
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        i = nl.arange(x.shape[1])[None, :]
+        seen["tile"], seen["index"] = isinstance(t, local_tile), isinstance(i, TileIndex)
+        nl.store(out, value=t)
+        return out
+    x = f32(8, 16)
+    np.testing.assert_array_equal(k(x), x)
+    assert seen == {"tile": True, "index": True}

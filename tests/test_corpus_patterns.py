@@ -543,3 +543,31 @@ def test_compiler_backend_annotation_types_resolve_to_nki_lite_classes():
     x = f32(8, 16)
     np.testing.assert_array_equal(k(x), x)
     assert seen == {"tile": True, "index": True}
+
+
+# ------------------------------------------------------------------------------ a single element load
+
+@nki.jit
+def scale_by_first(seed, x):
+    """`nl.load(seed[0])` of a 1-D tensor is a [1, 1] tile (a dropout seed, a scale)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    s = nl.load(seed[1])
+    assert s.shape == (1, 1)
+    nl.store(out, value=nl.multiply(nl.load(x), nl.broadcast_to(s, shape=(x.shape[0], 1))))
+    return out
+
+
+def test_load_of_one_element_of_a_vector_is_a_1x1_tile(mode):
+    seed, x = np.array([2.0, -3.0, 5.0], np.float32), f32(64, 8)
+    np.testing.assert_array_equal(scale_by_first(seed, x, mode=mode), x * np.float32(-3.0))
+
+
+def test_load_of_one_element_past_the_end_is_out_of_bounds(mode):
+    @nki.jit
+    def k(seed):
+        out = nl.ndarray((1, 1), seed.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(seed[3]))
+        return out
+    with pytest.raises(errors.NkiLiteError) as e:
+        k(np.zeros(3, np.float32), mode=mode)
+    assert e.value.code == "NL-E501"

@@ -51,11 +51,9 @@ def load(src, *, mask=None, dtype=None) -> Tile:
     _require_space(src, (ir.Space.HBM,), "src", "load", loc)
     dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
     sacc = src.access
-    if len(src.shape) == 1:   # a vector lands one element per partition: [n] -> [n, 1]
-        sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,))
-    elif len(src.shape) == 0:
-        raise errors.make("rank", "nl.load of a single element: on-chip tiles are at least 2-D", loc=loc,
-                          hint="load a [1, 1] view, e.g. x[i:i+1, j:j+1]")
+    # on-chip tiles are at least 2-D: a vector lands one element per partition ([n] -> [n, 1]) and a
+    # single element (`seed[0]` of a 1-D tensor) is a [1, 1] tile; the added size-1 axes index nothing
+    sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,) * max(0, 2 - len(src.shape)))
     buf = new_buffer(tr, sacc.shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
     out = ir.Access.full(buf)
     tr.emit(ir.Instr("dma_copy", (out,), (sacc,), attrs(engine="dma"), to_mask(mask, out.shape, loc), loc))

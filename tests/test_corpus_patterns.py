@@ -571,3 +571,51 @@ def test_load_of_one_element_past_the_end_is_out_of_bounds(mode):
     with pytest.raises(errors.NkiLiteError) as e:
         k(np.zeros(3, np.float32), mode=mode)
     assert e.value.code == "NL-E501"
+
+
+# ------------------------------------------------------------------------------ tensor.view(dtype)
+
+@nki.jit
+def bit_views(x):
+    """Load fp32 bits as int32 through a view, and store int32 bits into an fp32 output's view."""
+    mag = nl.ndarray(x.shape, nl.int32, buffer=nl.shared_hbm)
+    same = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    bits = nl.load(x.view(nl.int32))
+    nl.store(mag, value=nl.bitwise_and(bits, 0x7FFFFFFF))
+    nl.store(same.view(nl.int32), value=bits)
+    return mag, same
+
+
+def test_view_reinterprets_the_same_bytes(mode):
+    x = f32(128, 32)
+    x[0, :4] = [np.nan, -np.inf, -0.0, 1e-45]
+    mag, same = bit_views(x, mode=mode)
+    np.testing.assert_array_equal(mag, x.view(np.int32) & 0x7FFFFFFF)
+    np.testing.assert_array_equal(same.view(np.uint32), x.view(np.uint32))
+
+
+@pytest.mark.parametrize("body", [
+    "nl.store(out, value=nl.load(x.view(nl.float16)))",          # a different element size
+    "nl.store(out, value=nl.load(x[0:4, :].view(nl.int32)))",     # a part of the tensor
+    "nl.store(out, value=nl.load(x).view(nl.int32))",             # an on-chip tile
+])
+def test_view_cases_not_built_are_nl_e904(body):
+    ns = {"nl": nl}
+    src = f"def k(x):\n    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)\n    {body}\n    return out\n"
+    exec(compile(src, "<view>", "exec"), ns)
+    with pytest.raises(errors.NkiLiteError) as e:
+        nki.jit(ns["k"])(f32(8, 8))
+    assert e.value.code == "NL-E904"
+
+
+def test_mgrid_names_axes_y_and_z(mode):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        g = nl.mgrid[0:x.shape[0], 0:x.shape[1], 0:x.shape[2], 0:x.shape[3]]
+        nl.store(out[g.p, g.x, g.y, g.z], value=nl.load(x[g.p, g.x, g.y, g.z]))
+        return out
+    x = f32(4, 3, 2, 5)
+    np.testing.assert_array_equal(k(x, mode=mode), x)
+    with pytest.raises(errors.NkiLiteError):
+        nl.mgrid[0:4, 0:3].y

@@ -619,3 +619,53 @@ def test_mgrid_names_axes_y_and_z(mode):
     np.testing.assert_array_equal(k(x, mode=mode), x)
     with pytest.raises(errors.NkiLiteError):
         nl.mgrid[0:4, 0:3].y
+
+
+# ------------------------------------------------------------------------------ masks & Python bools
+
+@nki.jit
+def gated_rows(x, causal, windowed):
+    """`if (i < n) & causal_mask & sliding_mask:` with either mask a plain Python True when its feature
+    is off; and mask= terms combined with a trace-time bool."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    n_tiles = x.shape[0] // 32
+    ip, jf = nl.mgrid[0:32, 0:x.shape[1]]
+    for i in nl.affine_range(n_tiles + 1):
+        causal_mask = (i >= 1) if causal else True
+        sliding_mask = (i < 3) if windowed else True
+        if (i < n_tiles) & causal_mask & sliding_mask:
+            t = nl.load(x[i * 32 + ip, jf])
+            nl.store(out[i * 32 + ip, jf], value=nl.negative(t))
+        else:
+            if i < n_tiles:
+                nl.store(out[i * 32 + ip, jf], value=nl.zeros((32, x.shape[1]), x.dtype))
+    return out
+
+
+@pytest.mark.parametrize("causal,windowed", [(False, False), (True, False), (True, True)])
+def test_index_conditions_combine_with_python_bools(mode, causal, windowed):
+    x = f32(128, 16)
+    keep = [i for i in range(4) if (not causal or i >= 1) and (not windowed or i < 3)]
+    want = np.zeros_like(x)
+    for i in keep:
+        want[i * 32:(i + 1) * 32] = -x[i * 32:(i + 1) * 32]
+    np.testing.assert_array_equal(gated_rows(x, causal, windowed, mode=mode), want)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_mask_term_and_a_python_bool(mode, flag):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        ip, jf = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+        t = nl.load(x)
+        r = nl.zeros(x.shape, x.dtype, buffer=nl.sbuf)
+        r[ip, jf] = nl.exp(t, mask=(jf < 5) & flag)
+        nl.store(out, value=r)
+        return out
+    x = f32(16, 8)
+    want = np.zeros_like(x)
+    if flag:
+        want[:, :5] = k(x, mode="interpret")[:, :5]      # the definition, which the JIT matches bit for bit
+        np.testing.assert_allclose(want[:, :5], np.exp(x[:, :5]), rtol=2e-6)
+    np.testing.assert_array_equal(k(x, mode=mode), want)

@@ -170,8 +170,12 @@ class Predicate:
         self.mask, self.ndim, self.extents = mask, ndim, extents
 
     def __and__(self, other: "Predicate") -> "Predicate":
+        if isinstance(other, (bool, np.bool_)):
+            # a Python condition already decided at trace time (`(i < n) & causal & sliding` where causal
+            # is a plain True when the feature is off): True leaves the predicate, False makes it never hold
+            return self if other else Predicate(self.mask & Mask((Cmp(Affine(1), "<"),)), self.ndim, self.extents)
         if not isinstance(other, Predicate):
-            raise _err("bad_mask", "masks combine with & only with other index comparisons")
+            raise _err("bad_mask", "masks combine with & only with other index comparisons or Python bools")
         ndim = max(self.ndim, other.ndim)
         return Predicate(self.mask & other.mask, ndim, {**self.extents, **other.extents})
 

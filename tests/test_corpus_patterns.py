@@ -669,3 +669,31 @@ def test_mask_term_and_a_python_bool(mode, flag):
         want[:, :5] = k(x, mode="interpret")[:, :5]      # the definition, which the JIT matches bit for bit
         np.testing.assert_allclose(want[:, :5], np.exp(x[:, :5]), rtol=2e-6)
     np.testing.assert_array_equal(k(x, mode=mode), want)
+
+
+# ------------------------------------------------------------------------------ the corpus harness
+
+def test_corpus_plugin_does_not_collect_test_named_kernels(monkeypatch):
+    """The public test files run under unittest, which collects only TestCase methods; a module-level
+    `@nki.jit def test_nl_broadcast(in_tensor)` is a kernel, so tutorials/corpus_pytest_plugin.py
+    tells pytest not to collect it (it would otherwise fail for a missing `in_tensor` fixture)."""
+    import importlib.util
+    from pathlib import Path
+    from nki_lite.runtime import kernel as _k
+    # the plugin rebinds these on import: restore them after the test
+    monkeypatch.setattr(nki, "simulate_kernel", nki.simulate_kernel)
+    monkeypatch.setattr(_k, "simulate_kernel", _k.simulate_kernel)
+    monkeypatch.setitem(_k._LEGACY_MODES, "simulation", _k._LEGACY_MODES["simulation"])
+    path = Path(__file__).resolve().parents[1] / "tutorials" / "corpus_pytest_plugin.py"
+    spec = importlib.util.spec_from_file_location("corpus_pytest_plugin_under_test", path)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+
+    @nki.jit
+    def test_like_kernel(in_tensor):
+        return in_tensor
+
+    def test_plain():
+        pass
+    assert plugin.pytest_pycollect_makeitem(None, "test_like_kernel", test_like_kernel) == []
+    assert plugin.pytest_pycollect_makeitem(None, "test_plain", test_plain) is None

@@ -675,19 +675,15 @@ def test_mask_term_and_a_python_bool(mode, flag):
 
 def test_corpus_plugin_does_not_collect_test_named_kernels(monkeypatch):
     """The public test files run under unittest, which collects only TestCase methods; a module-level
-    `@nki.jit def test_nl_broadcast(in_tensor)` is a kernel, so tutorials/corpus_pytest_plugin.py
+    `@nki.jit def test_nl_broadcast(in_tensor)` is a kernel, so nki_lite/tools/corpus_plugin.py
     tells pytest not to collect it (it would otherwise fail for a missing `in_tensor` fixture)."""
-    import importlib.util
-    from pathlib import Path
+    import importlib
     from nki_lite.runtime import kernel as _k
     # the plugin rebinds these on import: restore them after the test
     monkeypatch.setattr(nki, "simulate_kernel", nki.simulate_kernel)
     monkeypatch.setattr(_k, "simulate_kernel", _k.simulate_kernel)
     monkeypatch.setitem(_k._LEGACY_MODES, "simulation", _k._LEGACY_MODES["simulation"])
-    path = Path(__file__).resolve().parents[1] / "tutorials" / "corpus_pytest_plugin.py"
-    spec = importlib.util.spec_from_file_location("corpus_pytest_plugin_under_test", path)
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    plugin = importlib.import_module("nki_lite.tools.corpus_plugin")
 
     @nki.jit
     def test_like_kernel(in_tensor):

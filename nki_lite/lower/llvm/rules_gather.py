@@ -1,4 +1,4 @@
-"""llvm rule for local_gather (mirrors runtime/interpret_rules_gather.py, the definition).
+"""llvm rule for local_gather (mirrors runtime/interpret_gather.py, the definition).
 
 Per output element (p, f): k = f // n, e = f % n; the index element is partition 16*(p // 16) + k % 16,
 free position k // 16 of the index tile; the source element is src partition p at flat free offset

@@ -30,7 +30,6 @@ from .tracer import attrs, current
 
 CORE_PARTITIONS = 16
 ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
-MAX_INDICES_PER_CORE = 4096
 
 
 def _whole(tr, t: Tile, loc) -> Tile:
@@ -61,9 +60,10 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
                           f"{ELEMS_PER_INDEX}", loc=loc)
     per_core = CORE_PARTITIONS * int(np.prod(idx.shape[1:]))
     valid = per_core if num_valid_indices is None else int(num_valid_indices)
-    if not 0 < valid <= min(per_core, MAX_INDICES_PER_CORE):
-        raise errors.make("argument", f"local_gather: num_valid_indices={valid} must be in 1..{min(per_core, 4096)} "
-                          f"(the index slice of a core holds {per_core} indices; at most 4096)", loc=loc)
+    most = tr.hw.gather_max_indices
+    if not 0 < valid <= min(per_core, most):
+        raise errors.make("argument", f"local_gather: num_valid_indices={valid} must be in 1..{min(per_core, most)} "
+                          f"(the index slice of a core holds {per_core} indices; at most {most})", loc=loc)
     shape = (P, *idx.shape[1:], CORE_PARTITIONS, n) if valid == per_core else (P, valid, n)
     src = _whole(tr, src, loc)
     out = ir.Access.full(new_buffer(tr, shape, src.dtype_name, ir.Space.SBUF, "gather", loc))

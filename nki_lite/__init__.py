@@ -24,7 +24,7 @@ from . import errors, isa, language, typing  # noqa: E402,F401
 from .errors import NkiLiteError  # noqa: E402,F401
 from .lang.purity import KernelPurityWarning  # noqa: E402,F401
 from .lang.tile import TilePrintWarning  # noqa: E402,F401
-from .runtime import interpret_compute, interpret_data, interpret_reduce  # noqa: E402,F401  (register the interpreter rules)
+from .runtime import interpret_compute, interpret_data, interpret_gather, interpret_reduce  # noqa: E402,F401  (register the interpreter rules)
 from .runtime import interpret_partition, interpret_rng, interpret_select  # noqa: E402,F401  (issue #13 batch 1)
 from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: E402,F401
 

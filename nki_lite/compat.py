@@ -20,12 +20,13 @@ _ADDED: list[str] = []
 
 def _aliases() -> dict[str, types.ModuleType]:
     import nki_lite
-    from nki_lite import compiler, isa, language, typing
+    from nki_lite import compiler, compiler_backends, isa, language, typing
     root = types.ModuleType("neuronxcc")
     root.__doc__ = "nki_lite compatibility alias of the Neuron compiler package (only .nki is provided)"
     root.nki = nki_lite
     return {"neuronxcc": root, "neuronxcc.nki": nki_lite, "neuronxcc.nki.language": language,
-            "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": typing, "neuronxcc.nki.compiler": compiler}
+            "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": typing, "neuronxcc.nki.compiler": compiler,
+            **compiler_backends.modules()}
 
 
 def install(dialect: str | None = None) -> list[str]:

@@ -6,6 +6,8 @@ from .lang.isa_common import (engine, get_nc_version, gpsimd_engine, nc_version,
 from .lang.isa_compute import (activation, affine_select, iota, nc_matmul, reciprocal,  # noqa: F401
                                scalar_tensor_tensor, tensor_copy_predicated, tensor_scalar, tensor_tensor)
 from .lang.isa_data import dge_mode, dma_copy, memset, nc_transpose, oob_mode, tensor_copy  # noqa: F401
+from .lang.isa_gather import local_gather  # noqa: F401
+from .lang.isa_movement import dma_transpose, nc_stream_shuffle  # noqa: F401
 from .lang.isa_reduce import (activation_reduce, bn_aggr, bn_stats, max8, nc_find_index8,  # noqa: F401
                               tensor_reduce, tensor_scalar_reduce, tensor_tensor_scan)
 from .lang.isa_partition import sequence_bounds, tensor_partition_reduce  # noqa: F401

@@ -307,14 +307,17 @@ def test_dtype_and_shape(shape):
 @pytest.mark.parametrize("bad", [np.zeros(3, np.float64), np.zeros(3, np.float16),
                                  np.zeros(3, np.int32), 1.0])
 def test_rejects_non_float32(bad):
-    for name in NAMES:
+    for name in NAMES + ["floor", "ceil", "trunc"]:
         with pytest.raises(TypeError):
             M.FUNCTIONS[name](bad)
 
 
+ROUNDING = ["floor", "ceil", "trunc"]   # exact (no ulp budget): tests/test_rounding_ops.py
+
+
 def test_function_table():
-    assert sorted(M.FUNCTIONS) == sorted(NAMES)
-    for name in NAMES:
+    assert sorted(M.FUNCTIONS) == sorted(NAMES + ROUNDING)
+    for name in NAMES + ROUNDING:
         assert M.FUNCTIONS[name] is getattr(M, name)
 
 

@@ -114,6 +114,8 @@ _TABLE = [
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("find_index8", "index of the first occurrence of each of 8 values per partition",
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("local_gather", "per 16-partition core: gather runs of src elements at uint16 offsets read from index",
+     "gpsimd", "compute", _F, _F, _F, _F, _F, ALL, _F, _F),
     ("device_print", "print a tile's values (interpreter: to stdout)",
      "none", "debug", _F, _F, _F, _F, _T, (), _F, _T),
     # random numbers (numerics/rng.py); the seed input (a tile element or immediate) ignores the mask
@@ -209,7 +211,8 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.runtime.interpret_reduce",
                  "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
                  "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
-                 "nki_lite.lower.cost.rules",
+                 "nki_lite.lower.cost.rules", "nki_lite.runtime.interpret_gather",
+                 "nki_lite.lower.llvm.rules_gather", "nki_lite.lower.cost.rules_gather",
                  # issue #13 batch 1: random numbers, selects, partition ops (one module per topic)
                  "nki_lite.runtime.interpret_rng", "nki_lite.runtime.interpret_select",
                  "nki_lite.runtime.interpret_partition",

@@ -62,6 +62,7 @@ class Target:
     min_ii: int = 64                # MIN_II
     min_ii_dynamic: int = 600       # MIN_II_DYNAMIC
     gpsimd_start: int = 150         # GPSIMD_START (iota, affine_select)
+    gather_max_indices: int = 4096  # nisa.local_gather: indices per GpSimd core (api/nki/isa docs)
     dep_issue_cycles: int = 264     # §4.6: dependent back-to-back tiny ScalarE instructions issue every 264 cycles
     strided_penalty: float = 2.0    # §3.4: innermost F stride > 16 B halves SBUF/PSUM bandwidth
     vector_perf_mode: bool = False  # §4.7 "Trn2 VectorE perf mode" (2x / 4x); absent on v2

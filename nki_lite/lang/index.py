@@ -170,8 +170,12 @@ class Predicate:
         self.mask, self.ndim, self.extents = mask, ndim, extents
 
     def __and__(self, other: "Predicate") -> "Predicate":
+        if isinstance(other, (bool, np.bool_)):
+            # a Python condition already decided at trace time (`(i < n) & causal & sliding` where causal
+            # is a plain True when the feature is off): True leaves the predicate, False makes it never hold
+            return self if other else Predicate(self.mask & Mask((Cmp(Affine(1), "<"),)), self.ndim, self.extents)
         if not isinstance(other, Predicate):
-            raise _err("bad_mask", "masks combine with & only with other index comparisons")
+            raise _err("bad_mask", "masks combine with & only with other index comparisons or Python bools")
         ndim = max(self.ndim, other.ndim)
         return Predicate(self.mask & other.mask, ndim, {**self.extents, **other.extents})
 
@@ -234,7 +238,7 @@ def arange(*args) -> Index:
 
 
 class _MGrid:
-    """nl.mgrid[0:P, 0:F, ...] -> per-axis Index expressions (also .p / .x for 2-D grids)."""
+    """nl.mgrid[0:P, 0:F, ...] -> per-axis Index expressions (also named .p / .x / .y / .z)."""
 
     def __getitem__(self, key) -> "_Grid":
         key = key if isinstance(key, tuple) else (key,)
@@ -257,6 +261,20 @@ class _Grid(tuple):
     @property
     def x(self) -> Index:
         return self[1]
+
+    # 3-D and 4-D grids name their further axes y and z (nki-samples' vision kernels: mgrid[0:p, 0:w, 0:h, 0:w2])
+    @property
+    def y(self) -> Index:
+        return self._axis(2, "y")
+
+    @property
+    def z(self) -> Index:
+        return self._axis(3, "z")
+
+    def _axis(self, k: int, name: str) -> Index:
+        if k >= len(self):
+            raise _err("rank", f"mgrid.{name} names axis {k}, but this grid has {len(self)} axes")
+        return self[k]
 
     def __new__(cls, items):
         return super().__new__(cls, items)

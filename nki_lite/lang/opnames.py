@@ -14,7 +14,7 @@ from ..numerics import alu
 # the activation functions of the Scalar Engine nki_lite builds (the nl unary ops and nisa.activation)
 ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
                "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
-               "arctan", "mish", "sign")
+               "arctan", "mish", "sign", "floor", "ceil", "trunc")
 
 _ALU_UFUNCS = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
                np.fmod: "fmod", np.mod: "mod",
@@ -27,7 +27,8 @@ _ALU_ALIASES = {"max": "maximum", "min": "minimum", "sum": "add", "mul": "multip
                 "prod": "multiply", "all": "logical_and", "mean": "add"}
 _ACT_UFUNCS = {np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square",
                np.reciprocal: "reciprocal", np.abs: "abs", np.negative: "negative", np.sin: "sin",
-               np.cos: "cos", np.tan: "tan", np.arctan: "arctan", np.sign: "sign"}
+               np.cos: "cos", np.tan: "tan", np.arctan: "arctan", np.sign: "sign",
+               np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc"}
 _ACT_ALIASES = {"identity": "copy", "bypass": "copy"}
 
 

@@ -226,6 +226,9 @@ tan = _unary("tan")
 arctan = _unary("arctan")
 mish = _unary("mish")
 sign = _unary("sign")
+floor = _unary("floor")   # NKI lists trunc/floor/ceil among nl's math ops (api/nki.language.rst)
+ceil = _unary("ceil")
+trunc = _unary("trunc")
 
 
 @api("nl.invert")

@@ -4,8 +4,8 @@ nl.device_print.
 Contract: `assign(view, value)` is what `tile[key] = value` means: a DMA when either side is in
 HBM, an on-chip `tensor_copy` otherwise, a `memset` for a Python number, and for a pending matmul
 the matmul itself targets the view. `update_in_place(tile, other, op)` is `tile op= other`; for a
-PSUM tile and a matmul result it becomes the matmul's accumulation into the tile. Both, and
-`reshape`, are what Tile's `t[k] = v`, `t += v` and `t.reshape(...)` call (tile.TILE_OPS).
+PSUM tile and a matmul result it becomes the matmul's accumulation into the tile. Both, `reshape`
+and `view`, are what Tile's `t[k] = v`, `t += v`, `t.reshape(...)` and `t.view(dtype)` call (tile.TILE_OPS).
 """
 from __future__ import annotations
 
@@ -51,11 +51,12 @@ def load(src, *, mask=None, dtype=None) -> Tile:
     _require_space(src, (ir.Space.HBM,), "src", "load", loc)
     dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
     sacc = src.access
-    if len(src.shape) == 1:   # a vector lands one element per partition: [n] -> [n, 1]
-        sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,))
-    elif len(src.shape) == 0:
+    # on-chip tiles are at least 2-D: a vector lands one element per partition ([n] -> [n, 1]) and a
+    # single element of a 1-D tensor (`seed[0]`) is a [1, 1] tile; the added size-1 axes index nothing
+    if len(src.shape) == 0 and len(src.buf.shape) != 1:
         raise errors.make("rank", "nl.load of a single element: on-chip tiles are at least 2-D", loc=loc,
                           hint="load a [1, 1] view, e.g. x[i:i+1, j:j+1]")
+    sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,) * max(0, 2 - len(src.shape)))
     buf = new_buffer(tr, sacc.shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
     out = ir.Access.full(buf)
     tr.emit(ir.Instr("dma_copy", (out,), (sacc,), attrs(engine="dma"), to_mask(mask, out.shape, loc), loc))
@@ -159,6 +160,28 @@ def reshape(t: Tile, shape: tuple[int, ...]) -> Tile:
     return Tile(tr, ir.Access.full(alias), t.dtype_name)
 
 
+def view(t: Tile, dtype) -> Tile:
+    """`tensor.view(dtype)`: the same HBM storage reinterpreted as another dtype, no copy (NKI's tensor
+    API). Built for a whole HBM tensor and a dtype of the same element size whose values use every bit
+    (so any stored pattern is a valid value): the view has the tensor's shape and shares its root, so
+    flat offsets, bounds and dependences are those of the root. Other cases are NL-E904."""
+    tr = current()
+    loc = capture_loc(3)
+    dt = resolve_dtype(dtype, loc)
+    src, dst = D.INFO[t.dtype_name], D.INFO[dt]
+    if t.space != ir.Space.HBM or t.access != ir.Access.full(t.buf):
+        raise errors.make("unsupported", f"view({dt}) of an on-chip tile or of a part of a tensor is not built yet",
+                          loc=loc, hint="view the whole HBM tensor before loading it")
+    if any(i.bits != 8 * i.itemsize for i in (src, dst)) or src.itemsize != dst.itemsize:
+        raise errors.make("unsupported", f"view from {t.dtype_name} to {dt}: only views between dtypes of the "
+                          "same element size whose values use every bit (no bool/tfloat32) are built yet", loc=loc)
+    buf = t.buf
+    root = buf.base or buf.name
+    alias = tr.add_buffer(ir.Buffer(tr.fresh(root + "_v"), ir.Space.HBM, buf.shape, dt, "view", 0, root,
+                                    loc=loc, hbm_kind=buf.hbm_kind))
+    return Tile(tr, ir.Access.full(alias), dt)
+
+
 @api("nl.load_transpose2d")
 def load_transpose2d(src, *, mask=None, dtype=None) -> Tile:
     """nl.load_transpose2d: HBM [R, C] -> SBUF tile [C, R] (the DMA transposes)."""
@@ -220,4 +243,4 @@ def device_print(prefix, x, *, mask=None):
     tr.emit(ir.Instr("device_print", (), (x.access,), attrs(prefix=str(prefix)), to_mask(mask, x.shape, loc), loc))
 
 
-provide_tile_ops({"assign": assign, "update_in_place": update_in_place, "reshape": reshape})
+provide_tile_ops({"assign": assign, "update_in_place": update_in_place, "reshape": reshape, "view": view})

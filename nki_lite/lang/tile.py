@@ -134,6 +134,10 @@ class Tile:
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         return _op("reshape")(self, tuple(dims))
 
+    def view(self, dtype) -> "Tile":
+        """t.view(dtype): the same storage reinterpreted as dtype (an HBM tensor; ops_memory.view)."""
+        return _op("view")(self, dtype)
+
     def broadcast_to(self, shape) -> "Tile":
         return _op("broadcast_to")(self, shape)
 

@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from ..core import ir
-from . import interpret_compute, interpret_data, interpret_reduce  # noqa: F401 - register the rules
+from . import interpret_compute, interpret_data, interpret_gather, interpret_reduce  # noqa: F401 - register the rules
 from . import interpret_partition, interpret_rng, interpret_select  # noqa: F401 - issue #13 batch 1
 from .debug_checks import machine_class
 

@@ -64,7 +64,8 @@ class Machine:
                     self.mem[b.name] = self.new_array(b)
         for b in kernel.buffers:
             if b.base is not None:
-                self.mem[b.name] = self.mem[b.base].reshape(b.shape)
+                # a reshape or a same-size dtype view (tensor.view): the same bytes, the view's dtype
+                self.mem[b.name] = self.mem[b.base].reshape(b.shape).view(D.storage(b.dtype))
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
         arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)

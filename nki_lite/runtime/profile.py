@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .. import errors
 from ..core import ir
-from ..lower.cost import rules as _rules  # noqa: F401  (registers the cost rules)
+from ..lower.cost import rules as _rules, rules_gather as _rules_gather  # noqa: F401  (registers the cost rules)
 from ..lower.cost.plan import Plan
 from ..lower.cost.records import ScheduleResult
 from ..lower.cost.schedule import Simulator

@@ -6,7 +6,8 @@ imported by nki_lite itself: it changes how legacy simulation modes resolve, for
 It installs nki_lite.compat (so `import neuronxcc.nki` is nki_lite), makes `mode="simulation"` kernels and `nki.simulate_kernel`
 follow NKI_LITE_MODE (so the corpus runs on the JIT as well as the interpreter), skips nothing
 itself, and writes one JSON line per test (nodeid, outcome, first error line) to
-$NKI_LITE_CORPUS_RESULTS.
+$NKI_LITE_CORPUS_RESULTS. A kernel whose name starts with `test_` is not a test: the repositories run
+their files with unittest, which only collects TestCase methods, so it is not collected here either.
 """
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def _simulate(kernel, *args, **kwargs):
 
 nki_lite.simulate_kernel = _simulate
 _k.simulate_kernel = _simulate
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    """`@nki.jit def test_nl_broadcast(in_tensor)` is a kernel the file's TestCase calls, not a test
+    (pytest would follow the Kernel's __wrapped__ and report a missing `in_tensor` fixture)."""
+    if isinstance(obj, _k.Kernel):
+        return []
+    return None
 
 
 def _first_line(report) -> str:

@@ -527,14 +527,14 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
 def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], int]:
     """(argument buffers, arena bytes) that `generate(kernel, debug)` produces, without emitting code
     (the disk cache checks a stored entry's metadata against them)."""
-    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_gather, rules_reduce  # noqa: F401 - register rules
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
     em = Emitter(run_backend(kernel, "llvm")[0], debug)
     return em.arg_buffers, em.arena_bytes
 
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
-    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_gather, rules_reduce  # noqa: F401 - register rules
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
     prepared, origin = run_backend(kernel, "llvm")
     gen = Emitter(prepared, debug, vectorize, origin).generate()

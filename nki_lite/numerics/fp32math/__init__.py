@@ -27,7 +27,7 @@ Contract (docs/numerics_transcendentals.md has the algorithms, accuracy and op s
 
 Modules by job: `base` (constants, bit views, NaN finishing, Horner, powers of two), `explog`
 (exp, log, tanh, sigmoid, silu, gelu_apprx_tanh, softplus, mish), `erf` (erf, gelu), `trig` (sin,
-cos, tan, arctan), `basic` (rsqrt, reciprocal, sqrt, square, sign, relu, abs). `FUNCTIONS` maps
+cos, tan, arctan), `basic` (rsqrt, reciprocal, sqrt, square, sign, relu, abs, floor, ceil, trunc). `FUNCTIONS` maps
 each op name to its function.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from .basic import abs, reciprocal, relu, rsqrt, sign, sqrt, square  # noqa: A004 - the op's name
+from .basic import abs, ceil, floor, reciprocal, relu, rsqrt, sign, sqrt, square, trunc  # noqa: A004 - the op's name
 from .erf import erf, gelu
 from .explog import exp, gelu_apprx_tanh, log, mish, sigmoid, silu, softplus, tanh
 from .trig import arctan, cos, sin, tan
@@ -44,7 +44,7 @@ from .trig import arctan, cos, sin, tan
 __all__ = [
     "exp", "log", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "softplus", "mish",
     "erf", "sin", "cos", "tan", "arctan", "rsqrt", "reciprocal", "sqrt", "square", "sign",
-    "relu", "abs", "FUNCTIONS",
+    "relu", "abs", "floor", "ceil", "trunc", "FUNCTIONS",
 ]
 
 FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -52,5 +52,5 @@ FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu_apprx_tanh": gelu_apprx_tanh, "silu": silu, "softplus": softplus, "mish": mish,
     "erf": erf, "sin": sin, "cos": cos, "tan": tan, "arctan": arctan, "rsqrt": rsqrt,
     "reciprocal": reciprocal, "sqrt": sqrt, "square": square, "sign": sign, "relu": relu,
-    "abs": abs,
+    "abs": abs, "floor": floor, "ceil": ceil, "trunc": trunc,
 }

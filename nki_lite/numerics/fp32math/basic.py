@@ -1,9 +1,9 @@
-"""The one-operation functions: rsqrt, reciprocal, sqrt, square, sign, relu, abs."""
+"""The one-operation functions: rsqrt, reciprocal, sqrt, square, sign, relu, abs, floor, ceil, trunc."""
 from __future__ import annotations
 
 import numpy as np
 
-from .base import U32, _ABS, _ONE, _ZERO, _abs, _bits, _copysign_bits, _finish, _prep
+from .base import U32, _ABS, _ONE, _ZERO, _abs, _bits, _copysign_bits, _finish, _finish_never_nan, _prep
 
 
 def rsqrt(x):
@@ -49,3 +49,23 @@ def abs(x):  # noqa: A001 - the op's name
     with np.errstate(all="ignore"):
         r = _abs(x)
         return _finish(r, r, shape)
+
+
+# Rounding to an integral value is exact in binary32 (IEEE roundToIntegral): no rounding step, the
+# sign of zero is kept (floor(-0.0) = -0.0, ceil(-0.5) = -0.0, trunc(-0.5) = -0.0), +-inf stay.
+def floor(x):
+    x, shape = _prep(x)
+    with np.errstate(all="ignore"):
+        return _finish_never_nan(x, np.floor(x), shape)
+
+
+def ceil(x):
+    x, shape = _prep(x)
+    with np.errstate(all="ignore"):
+        return _finish_never_nan(x, -np.floor(-x), shape)   # exact: negation and floor are both exact
+
+
+def trunc(x):
+    x, shape = _prep(x)
+    with np.errstate(all="ignore"):
+        return _finish_never_nan(x, np.trunc(x), shape)

@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 
 from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model's "cost" rules)
 from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
+from .runtime.pricing import compare_targets  # noqa: E402,F401
 
 # Load the JIT driver (and LLVM) now rather than inside the first kernel call: a first call served by
 # the disk cache then takes a few milliseconds instead of ~25 ms of llvmlite start-up.

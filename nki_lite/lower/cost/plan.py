@@ -107,6 +107,7 @@ class Plan:
         for ins, loops in instrs:
             self.info[id(ins)] = self._info(ins)
         self._fold_memsets(self.body)
+        self._fold_masked_matmuls(self.body)
 
     # ---- structure
     @staticmethod
@@ -200,6 +201,28 @@ class Plan:
             c = cache[key] = cost_of(inf.instr, CostCtx(self.target, self.bufs,
                                                        active=self._active(inf.instr, env)))
         return c
+
+    def _fold_masked_matmuls(self, nodes):
+        """A masked `nc_matmul` is traced as a matmul into a fresh PSUM tile followed by a masked
+        vector add (accumulate) or copy into the destination PSUM tile (lang/tile.py). On hardware
+        it is one matmul accumulating in PSUM near-memory (§3.2): the add/copy is folded into it
+        (scheduled on TensorE's stream at no cost) when the temporary has no other reader."""
+        flat = [n for n, _ in walk(nodes)]
+        nreads: dict = {}
+        for ins in flat:
+            for a in op_reads(ins):
+                nreads[a.buffer] = nreads.get(a.buffer, 0) + 1
+        for prev, ins in zip(flat, flat[1:]):
+            if prev.op != "nc_matmul" or ins.mask is None or ins.op not in ("tensor_tensor", "tensor_copy"):
+                continue
+            tmp = prev.out.buffer
+            srcs = [a.buffer for a in ins.ins if isinstance(a, Access)]
+            if (tmp not in srcs or nreads.get(tmp) != 1 or self.bufs[tmp].space != Space.PSUM
+                    or self.bufs[ins.out.buffer].space != Space.PSUM):
+                continue
+            if ins.op == "tensor_tensor" and (dict(ins.attrs).get("op") != "add" or srcs != [ins.out.buffer, tmp]):
+                continue
+            self.info[id(ins)].folded = True
 
     def _fold_memsets(self, nodes):
         """PSUM memset(0) followed (as the next access to that buffer) by an accumulating matmul."""

@@ -21,6 +21,7 @@ from ...core.ir import Access, Instr, Kernel, Loop, Space, walk
 from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
 from ...core.ops import accumulates, is_dma, reads as op_reads
+from .engines import balance as balance_engines
 from .rules import Cost, CostCtx, cost_of
 
 
@@ -106,8 +107,9 @@ class Plan:
         instrs = list(walk(self.body))
         for ins, loops in instrs:
             self.info[id(ins)] = self._info(ins)
-        self._fold_memsets(self.body)
         self._fold_masked_matmuls(self.body)
+        self._fold_memsets(self.body)
+        balance_engines(self)
 
     # ---- structure
     @staticmethod
@@ -238,6 +240,8 @@ class Plan:
                 touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
                 if buf not in touched:
                     continue
-                if accumulates(nxt) and nxt.out.buffer == buf:
+                # (a folded masked-matmul add is the accumulating matmul itself)
+                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded)
+                if acc and nxt.out.buffer == buf:
                     self.info[id(ins)].folded = True
                 break

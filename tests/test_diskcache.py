@@ -168,7 +168,7 @@ def test_errors_and_prints_from_a_loaded_kernel_name_the_same_lines(cache, capsy
     """Error sites and print sites are stored as instruction indices: a loaded kernel reports the same
     line and loop values. The verifier would reject this kernel, so the unverified IR is launched."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
 
     def oob(a):
         out = nl.ndarray((8, 4), dtype=a.dtype, buffer=nl.shared_hbm)
@@ -180,7 +180,7 @@ def test_errors_and_prints_from_a_loaded_kernel_name_the_same_lines(cache, capsy
 
     a = np.arange(24, dtype=np.float32).reshape(6, 4)
     k = nki.jit(oob)
-    kern = run_default(trace(k.fn, k.bind((a,), {}), (), "trn2"))
+    kern = run_shared(trace(k.fn, k.bind((a,), {}), (), "trn2"))
     msgs, sources = [], []
     for _ in range(2):
         jit.CACHE.clear()
@@ -236,6 +236,11 @@ DAMAGE = {
     "status layout": _reencode(lambda m, o: ({**m, "status_words": m["status_words"] - 1}, o)),
     "print flag": _reencode(lambda m, o: ({**m, "needs_print": not m["needs_print"]}, o)),
     "regions": _reencode(lambda m, o: ({**m, "region_trips": m["region_trips"] + [4]}, o)),
+    # the launch plan stored with the code (lower/llvm/launch_plan.py, checked by plan_check.py)
+    "program count": _reencode(lambda m, o: ({**m, "n_programs": m["n_programs"] + 1}, o)),
+    "prefill names no output": _reencode(lambda m, o: ({**m, "prefill": m["prefill"] + ["x"]}, o)),
+    "plan flag mistyped": _reencode(lambda m, o: ({**m, "parallel": "yes"}, o)),
+    "plan field missing": _reencode(lambda m, o: ({k: v for k, v in m.items() if k != "long_running"}, o)),
 }
 
 

@@ -37,7 +37,7 @@ import nki_lite.typing as nt
 from nki_lite import errors
 from nki_lite.lower.llvm import target as llvm_target
 from nki_lite.runtime import jit as J
-from nki_lite.runtime.kernel import NkiLitePerformanceWarning
+from nki_lite.runtime.notices import NkiLitePerformanceWarning
 
 from . import kernelgen as KG
 
@@ -559,8 +559,8 @@ def _unverified(k, args, grid=()):
     """The IR of k(*args) with the default passes but without `verify` (what a verifier bug would let
     through): the backends must bounds-check at run time on their own."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
-    return run_default(trace(k.fn, k.bind(args, {}), grid, "trn2"))
+    from nki_lite.lower.passes.pipeline import run_shared
+    return run_shared(trace(k.fn, k.bind(args, {}), grid, "trn2"))
 
 
 def _oob_loop_kernel(masked: bool):

@@ -5,8 +5,8 @@ Contract:
   `cores_used` of an instance's `instance_cores` NeuronCores busy for `seconds` is charged that share
   of the instance's hourly price for that time (the other cores can serve other calls). With the
   defaults, `price_per_hour` is the price of one NeuronCore-hour.
-- `compare_targets(kernel, *args, prices=..., targets=("trn1", "trn2", "trn3"))` estimates the call on
-  each target and returns a `TargetComparison` (rows of device time and cost, `table()` as text).
+- `TargetComparison` (built by runtime/compare.py's `compare_targets`): rows of device time and cost
+  per target, `table()` as text.
   `prices` maps a target name to a `Price` (or a dict / (price_per_hour, instance_cores) pair); a
   target without a price gets its time only. No price is built in: `EXAMPLE_PRICES` is an example
   table with its date and source, for users who pass it explicitly.
@@ -77,7 +77,7 @@ def call_cost(seconds: float, price_per_hour: float, cores_used: int = 1, instan
     return Cost(float(seconds), float(price_per_hour), cores_used, instance_cores)
 
 
-def _as_price(name: str, p) -> Price:
+def as_price(name: str, p) -> Price:
     if isinstance(p, Price):
         return p
     if isinstance(p, dict):
@@ -127,21 +127,3 @@ class TargetComparison:
 
     def __str__(self) -> str:
         return self.table()
-
-
-def compare_targets(kernel, *args, prices: dict | None = None, targets=("trn1", "trn2", "trn3"),
-                    cores_used: int = 1, **kwargs) -> TargetComparison:
-    from .profile import estimate
-    prices = prices or {}
-    unknown = sorted(set(prices) - set(targets))
-    if unknown:
-        raise errors.make("argument", f"prices given for {unknown}, which are not among targets {list(targets)}")
-    rows = []
-    for t in targets:
-        est = estimate(kernel, *args, target=t, record_events=False, **kwargs)
-        cost = None
-        if t in prices:
-            p = _as_price(t, prices[t])
-            cost = call_cost(est.total_time, p.price_per_hour, cores_used, p.instance_cores)
-        rows.append(TargetRow(t, est.total_time, est.bottleneck, cost))
-    return TargetComparison(rows)

@@ -28,6 +28,7 @@ from ..lower.cost.records import ScheduleResult
 from ..lower.cost.schedule import Simulator
 from ..lower.cost.totals import Totals, totals
 from ..core.targets import TARGETS, Target
+from .pricing import call_cost
 
 ENGINE_TRACKS = (("tensor", "Tensor"), ("vector", "Vector"), ("scalar", "Scalar"), ("gpsimd", "GpSimd"))
 
@@ -76,7 +77,6 @@ class Estimate:
     def cost(self, price_per_hour: float, cores_used: int = 1, instance_cores: int = 1):
         """Dollars per call and per million calls (runtime/pricing.py: the call is charged
         cores_used / instance_cores of the instance's hourly price for its total_time)."""
-        from .pricing import call_cost
         return call_cost(self.total_time, price_per_hour, cores_used, instance_cores)
 
     @property

@@ -36,15 +36,21 @@ class AccInfo:
     coef: dict            # loop var -> tuple of per-dimension coefficients
     nblock: int = 0       # leading block dimensions (before the partition dimension)
 
+    def __post_init__(self):
+        # (var, ((dim, coefficient), ...)) for the non-zero coefficients: box() is on the hot path
+        self._terms = tuple((v, tuple((d, c) for d, c in enumerate(cs) if c)) for v, cs in self.coef.items()
+                            if any(cs))
+
     def box(self, env) -> tuple[tuple, tuple]:
+        if not self._terms:
+            return self.base_lo, self.base_hi
         lo, hi = list(self.base_lo), list(self.base_hi)
-        for v, cs in self.coef.items():
+        for v, dcs in self._terms:
             x = env[v]
             if x:
-                for d, c in enumerate(cs):
-                    if c:
-                        lo[d] += c * x
-                        hi[d] += c * x
+                for d, c in dcs:
+                    lo[d] += c * x
+                    hi[d] += c * x
         return tuple(lo), tuple(hi)
 
 

@@ -37,6 +37,7 @@ from .version import __version__  # noqa: E402,F401
 
 from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model's "cost" rules)
 from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
+from .runtime.compare import compare_targets  # noqa: E402,F401
 from .tuning import Autotuned, autotune  # noqa: E402,F401
 
 # llvmlite (~25 ms of start-up) is not imported here: it loads with the first JIT compile or disk-cache

@@ -178,7 +178,9 @@ TARGET_NOTES: dict[str, str] = {
         "up to eight outstanding accumulation groups).",
     "semaphore_latency_ns":
         "documented 1300 ns (§3.4/§4.8) for cross-engine semaphore-to-start; applied on every dependency edge "
-        "whose producer and consumer are different engines (DMA counts as an engine).",
+        "with a DMA on one side. Issue 15: §4.8 gives it as a DMA cost (descriptor setup, semaphore-to-start), "
+        "so an edge between two compute engines pays the consumer's dependent-issue gap instead "
+        "(dep_issue_cycles - min_ii = 200 cycles, §4.6); no compute-to-compute figure is documented.",
     "dep_issue_cycles":
         "documented (§4.6): dependent back-to-back tiny instructions issue every 264 engine cycles; the model "
         "adds 264 - MIN_II = 200 cycles between a producer and a dependent consumer on the same engine "

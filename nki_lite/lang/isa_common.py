@@ -48,6 +48,12 @@ def get_nc_version() -> nc_version:
     return nc_version(current().hw.nc_version)
 
 
+def engine_auto(e) -> bool | None:
+    """True when the compiler picks the engine (`engine=None` / `nisa.unknown_engine`): the engine
+    model may then balance the instruction over the engines its docs allow (lower/cost/engines.py)."""
+    return True if e is None or e == engine.unknown else None
+
+
 def engine_name(e, default: str) -> str:
     if e is None or e == engine.unknown:
         return default

@@ -16,7 +16,7 @@ from ..core import ir
 from ..core.affine import Affine
 from .api import isa
 from .index import Index, Predicate
-from .isa_common import attach_reduce, check_reduce_cmd, engine_name, per_partition
+from .isa_common import attach_reduce, check_reduce_cmd, engine_auto, engine_name, per_partition
 from .masks import to_mask
 from .memory import resolve_dtype
 from .opnames import act_name, alu_name
@@ -80,7 +80,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     dst = result_access(t.shape, dt, loc)
     at = attrs(op0=names[0], reverse0=bool(reverse0) or None,
                op1=names[1] if len(names) > 1 else None, reverse1=(bool(reverse1) or None) if len(names) > 1 else None,
-               engine=engine_name(engine, "vector"))
+               engine=engine_name(engine, "vector"), engine_auto=engine_auto(engine))
     tr.emit(ir.Instr("tensor_scalar", (dst,), tuple(ins), at, to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 

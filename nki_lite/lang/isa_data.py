@@ -17,7 +17,7 @@ from .. import errors
 from ..loc import capture_loc
 from ..core import ir
 from .api import isa
-from .isa_common import engine_name
+from .isa_common import engine_auto, engine_name
 from .masks import to_mask
 from .memory import check_shape, new_buffer, resolve_dtype
 from .ops_math import result_access, scalar_imm, tile_operand
@@ -32,7 +32,8 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=None):
     t = tile_operand(src, "src", "tensor_copy", loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
     dst = result_access(t.shape, dt, loc)
-    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine=engine_name(engine, "vector")),
+    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,),
+                     attrs(engine=engine_name(engine, "vector"), engine_auto=engine_auto(engine)),
                      to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 

@@ -99,7 +99,8 @@ def elementwise(opname: str, x, y, dtype=None, mask=None, out: Tile | None = Non
         dst = out.access if out is not None else result_access(t.shape, dt, loc)
         src = broadcast_access(t.access, dst.shape, "x")
         tr.emit(ir.Instr("tensor_scalar", (dst,), (src, imm),
-                         attrs(op0=opname, reverse0=reverse, engine=engine or "vector"),
+                         attrs(op0=opname, reverse0=reverse, engine=engine or "vector",
+                               engine_auto=True if engine is None else None),
                          to_mask(mask, dst.shape, loc), loc))
         return out if out is not None else Tile(tr, dst, dt)
     a = tile_operand(x, "x", opname, loc)
@@ -250,7 +251,9 @@ def copy(x, *, dtype=None, mask=None) -> Tile:
     t = tile_operand(x, "x", "copy", loc)
     dt = resolve_dtype(dtype, loc) if dtype is not None else t.dtype_name
     dst = result_access(t.shape, dt, loc)
-    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine="vector"), to_mask(mask, dst.shape, loc), loc))
+    # engine_auto: NKI's compiler picks the engine of an nl-level op (lower/cost/engines.py)
+    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine="vector", engine_auto=True),
+                     to_mask(mask, dst.shape, loc), loc))
     return Tile(tr, dst, dt)
 
 

@@ -28,6 +28,7 @@ from ..lower.cost.records import ScheduleResult
 from ..lower.cost.schedule import Simulator
 from ..lower.cost.totals import Totals, totals
 from ..core.targets import TARGETS, Target
+from .pricing import call_cost
 
 ENGINE_TRACKS = (("tensor", "Tensor"), ("vector", "Vector"), ("scalar", "Scalar"), ("gpsimd", "GpSimd"))
 
@@ -72,6 +73,17 @@ class Estimate:
 
     def engine_busy_ns(self, engine: str) -> float:
         return self.totals.busy_ns.get(engine, 0.0)
+
+    def cost(self, price_per_hour: float, cores_used: int = 1, instance_cores: int = 1):
+        """Dollars per call and per million calls (runtime/pricing.py: the call is charged
+        cores_used / instance_cores of the instance's hourly price for its total_time)."""
+        return call_cost(self.total_time, price_per_hour, cores_used, instance_cores)
+
+    @property
+    def uncertainty(self) -> str:
+        """The model's validated spread (lower/cost/validation_nkibench.py)."""
+        from ..lower.cost.validation_nkibench import uncertainty_text
+        return uncertainty_text()
 
     def summary(self) -> dict:
         t, tot, T = self.target, self.totals, self.result.total_ns
@@ -150,7 +162,7 @@ class Estimate:
         s = self.summary()
         T = self.result.total_ns
         lines = [f"nki_lite estimate: {self.kernel.name} on {self.target.name} (engine model)",
-                 f"  total_time               {T / 1e3:14.3f} us",
+                 f"  total_time               {T / 1e3:14.3f} us   model uncertainty {self.uncertainty}",
                  f"  {'engine':<10} {'busy us':>12} {'active %':>9} {'instructions':>13}"]
         for e, name in ENGINE_TRACKS:
             lines.append(f"  {name:<10} {self.totals.busy_ns[e] / 1e3:12.3f} "

@@ -21,6 +21,7 @@ from ...core.ir import Access, Instr, Kernel, Loop, Space, walk
 from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
 from ...core.ops import accumulates, is_dma, reads as op_reads
+from .engines import balance as balance_engines
 from .rules import Cost, CostCtx, cost_of
 
 
@@ -35,15 +36,21 @@ class AccInfo:
     coef: dict            # loop var -> tuple of per-dimension coefficients
     nblock: int = 0       # leading block dimensions (before the partition dimension)
 
+    def __post_init__(self):
+        # (var, ((dim, coefficient), ...)) for the non-zero coefficients: box() is on the hot path
+        self._terms = tuple((v, tuple((d, c) for d, c in enumerate(cs) if c)) for v, cs in self.coef.items()
+                            if any(cs))
+
     def box(self, env) -> tuple[tuple, tuple]:
+        if not self._terms:
+            return self.base_lo, self.base_hi
         lo, hi = list(self.base_lo), list(self.base_hi)
-        for v, cs in self.coef.items():
+        for v, dcs in self._terms:
             x = env[v]
             if x:
-                for d, c in enumerate(cs):
-                    if c:
-                        lo[d] += c * x
-                        hi[d] += c * x
+                for d, c in dcs:
+                    lo[d] += c * x
+                    hi[d] += c * x
         return tuple(lo), tuple(hi)
 
 
@@ -106,7 +113,9 @@ class Plan:
         instrs = list(walk(self.body))
         for ins, loops in instrs:
             self.info[id(ins)] = self._info(ins)
+        self._fold_masked_matmuls(self.body)
         self._fold_memsets(self.body)
+        balance_engines(self)
 
     # ---- structure
     @staticmethod
@@ -201,6 +210,28 @@ class Plan:
                                                        active=self._active(inf.instr, env)))
         return c
 
+    def _fold_masked_matmuls(self, nodes):
+        """A masked `nc_matmul` is traced as a matmul into a fresh PSUM tile followed by a masked
+        vector add (accumulate) or copy into the destination PSUM tile (lang/tile.py). On hardware
+        it is one matmul accumulating in PSUM near-memory (§3.2): the add/copy is folded into it
+        (scheduled on TensorE's stream at no cost) when the temporary has no other reader."""
+        flat = [n for n, _ in walk(nodes)]
+        nreads: dict = {}
+        for ins in flat:
+            for a in op_reads(ins):
+                nreads[a.buffer] = nreads.get(a.buffer, 0) + 1
+        for prev, ins in zip(flat, flat[1:]):
+            if prev.op != "nc_matmul" or ins.mask is None or ins.op not in ("tensor_tensor", "tensor_copy"):
+                continue
+            tmp = prev.out.buffer
+            srcs = [a.buffer for a in ins.ins if isinstance(a, Access)]
+            if (tmp not in srcs or nreads.get(tmp) != 1 or self.bufs[tmp].space != Space.PSUM
+                    or self.bufs[ins.out.buffer].space != Space.PSUM):
+                continue
+            if ins.op == "tensor_tensor" and (dict(ins.attrs).get("op") != "add" or srcs != [ins.out.buffer, tmp]):
+                continue
+            self.info[id(ins)].folded = True
+
     def _fold_memsets(self, nodes):
         """PSUM memset(0) followed (as the next access to that buffer) by an accumulating matmul."""
         flat = [n for n, _ in walk(nodes)]
@@ -215,6 +246,8 @@ class Plan:
                 touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
                 if buf not in touched:
                     continue
-                if accumulates(nxt) and nxt.out.buffer == buf:
+                # (a folded masked-matmul add is the accumulating matmul itself)
+                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded)
+                if acc and nxt.out.buffer == buf:
                     self.info[id(ins)].folded = True
                 break

@@ -14,7 +14,7 @@ from . import errors, isa, language, typing  # noqa: F401
 from .errors import NkiLiteError  # noqa: F401
 from .lang.purity import KernelPurityWarning  # noqa: F401
 from .lang.tile import TilePrintWarning  # noqa: F401
-from .runtime import interpret_rules, interpret_rules_ext  # noqa: F401  (register the interpreter rules)
+from .runtime import interpret_rules, interpret_rules_ext, interpret_rules_indirect  # noqa: F401  (register the interpreter rules)
 from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: F401
 
 from . import compiler  # noqa: E402,F401

@@ -5,6 +5,7 @@ from .lang.isa_common import (engine, get_nc_version, gpsimd_engine, nc_version,
                               sync_engine, tensor_engine, unknown_engine, vector_engine)
 from .lang.isa_compute import (activation, affine_select, iota, nc_matmul, reciprocal,  # noqa: F401
                                scalar_tensor_tensor, tensor_copy_predicated, tensor_scalar, tensor_tensor)
+from .lang.ops_indirect import tensor_copy_dynamic_src  # noqa: F401
 from .lang.isa_data import dge_mode, dma_copy, memset, nc_transpose, oob_mode, tensor_copy  # noqa: F401
 from .lang.isa_reduce import (activation_reduce, bn_aggr, bn_stats, max8, nc_find_index8,  # noqa: F401
                               tensor_reduce, tensor_scalar_reduce, tensor_tensor_scan)

@@ -114,6 +114,11 @@ _TABLE = [
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("find_index8", "index of the first occurrence of each of 8 values per partition",
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("dma_indirect", "DMA with a run-time offset on one dimension of src or dst read from an index tile "
+     "(attrs dyn, dim, oob); rmw=add accumulates into dst",
+     "dma", "dma", _F, _F, _F, _F, _F, (), _T, _F),
+    ("copy_dynamic", "on-chip copy from a run-time offset along a free dimension (tensor_copy_dynamic_src)",
+     "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),
     ("device_print", "print a tile's values (interpreter: to stdout)",
      "none", "debug", _F, _F, _F, _F, _T, (), _F, _T),
 ]
@@ -193,7 +198,8 @@ def rule(backend: str, name: str):
 _RULE_MODULES = ("nki_lite.runtime.interpret_rules", "nki_lite.runtime.interpret_rules_ext",
                  "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
                  "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
-                 "nki_lite.lower.cost.rules")
+                 "nki_lite.lower.cost.rules", "nki_lite.runtime.interpret_rules_indirect",
+                 "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ import numpy as np
 from .. import errors
 from ..loc import capture_loc
 from ..core import ir
+from . import ops_indirect
 from .api import isa
 from .isa_common import engine_name
 from .masks import to_mask
@@ -94,12 +95,14 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
         if not isinstance(t, Tile):
             raise errors.make("argument", f"nisa.dma_copy {what}= must be a tensor or tile, got {type(t).__name__}",
                               loc=loc)
-    if dst_rmw_op is not None:
-        raise errors.make("unsupported", "nisa.dma_copy(dst_rmw_op=...) (an accumulating DMA) is not built yet",
-                          loc=loc, hint="load dst, combine with nl.add / nisa.tensor_tensor, store it back")
     if tuple(dst.shape) != tuple(src.shape):
         raise errors.make("shape_mismatch", f"nisa.dma_copy: dst shape {tuple(dst.shape)} differs from src shape "
                           f"{tuple(src.shape)}", loc=loc)
+    oob = ops_indirect.oob_name(oob_mode, loc)
+    if dst_rmw_op is not None or ops_indirect.is_indirect(dst, src):
+        rmw = ops_indirect.rmw_name(dst_rmw_op, loc) if dst_rmw_op is not None else ""
+        ops_indirect.emit("dma_indirect", dst, src, mask, loc, oob=oob, rmw=rmw)
+        return
     acc = broadcast_access(src.access, dst.shape, "src")
     current().emit(ir.Instr("dma_copy", (dst.access,), (acc,), attrs(engine="dma"), to_mask(mask, dst.shape, loc),
                             loc))

@@ -28,6 +28,7 @@ from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..core import dtypes as D
 from .index import DynSlice, Index, as_index
+from . import indirect
 from .memory import SPACE_OBJECTS, new_buffer
 from .opnames import UFUNC_OPS
 from .source import stmt_at
@@ -117,6 +118,9 @@ class Tile:
 
     # ---- views
     def __getitem__(self, key) -> "Tile":
+        key, dyn = indirect.split_key(key if isinstance(key, tuple) else (key,), _index_tile)
+        if dyn is not None:
+            return IndirectView.of(self, key, dyn)
         return Tile(self._tracer, compose(self.access, key, self._tracer), self._dtype)
 
     def view_of(self, access: ir.Access) -> "Tile":
@@ -155,6 +159,9 @@ class Tile:
 
     # ---- operators -> nl ops
     def _bin(self, other, name: str, reverse: bool = False):
+        dyn = indirect.dyn_offset(self, other, name, reverse)     # `offsets[0, k] + iy`: an index
+        if dyn is not None:
+            return dyn
         if isinstance(other, Tile) and self.shape and other.shape and other.shape[0] != self.shape[0]:
             _partition_broadcast_error(name, *((other, self) if reverse else (self, other)))
         fn = _op(name)
@@ -240,6 +247,59 @@ _SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": 
             "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "left_shift": "<<", "right_shift": ">>",
             "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==",
             "not_equal": "!="}
+
+
+def _index_tile(k) -> bool:
+    return isinstance(k, Tile) and not isinstance(k, (IndirectView, PendingMatmul))
+
+
+class IndirectView(Tile):
+    """A view with a run-time offset on buffer dimension `dim`, read from access `idx` (lang/indirect.py)."""
+
+    def __init__(self, tracer: Tracer, access: ir.Access, dtype: str, dim: int, idx: ir.Access):
+        super().__init__(tracer, access, dtype)
+        self.dim = dim
+        self.idx = idx
+
+    @staticmethod
+    def of(tile: Tile, key: tuple, dyn) -> "IndirectView":
+        pos, idx_tile = dyn
+        bd = indirect.dynamic_dim(tile.access, pos)
+        acc = compose(tile.access, key, tile._tracer)
+        idx = broadcast_access(idx_tile.access, acc.shape, "index tile")
+        return IndirectView(tile._tracer, acc, tile.dtype_name, bd, idx)
+
+    @property
+    def static_access(self) -> ir.Access:
+        return self._access
+
+    @property
+    def access(self) -> ir.Access:      # every op but the DMA family reads this: refuse at the line
+        raise indirect.use_error()
+
+    @property
+    def buf(self) -> ir.Buffer:
+        return self._tracer.buffers[self._access.buffer]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._access.shape
+
+    def __repr__(self) -> str:
+        return f"IndirectView({self._access}, dim={self.dim}, idx={self.idx})"
+
+    def __getitem__(self, key):
+        raise indirect.use_error()
+
+    def __setitem__(self, key, value):
+        raise indirect.use_error()
+
+
+def indirect_parts(t: Tile):
+    """(static access, index access or None, dynamic buffer dim or None) of a DMA operand."""
+    if isinstance(t, IndirectView):
+        return t.static_access, t.idx, t.dim
+    return t.access, None, None
 
 
 def _partition_broadcast_error(name: str, x: Tile, y: Tile):

@@ -156,7 +156,7 @@ class Machine:
 
 
 def run(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from . import interpret_rules, interpret_rules_ext  # noqa: F401 - registers the rules
+    from . import interpret_rules, interpret_rules_ext, interpret_rules_indirect  # noqa: F401 - registers the rules
     from .debug_checks import machine_class
     m = machine_class(kernel)(kernel, inputs)
     m.run()

@@ -37,6 +37,7 @@ from ..lower.llvm import target as T
 from ..lower.llvm.abi import STATUS_PROG_HI as _PROG_HI
 from ..lower.llvm.abi import STATUS_PROG_LO as _PROG_LO
 from ..lower.llvm.abi import STATUS_LOOP_WORDS, STATUS_LOOPS
+from ..lower.llvm.rules_indirect import ERR_INDIRECT as _ERR_INDIRECT
 from ..lower.llvm.abi import STATUS_DISPATCH as _DISPATCH
 from ..lower.llvm.abi import STATUS_PHASES as _PHASES
 from ..lower.llvm.abi import STATUS_REGION_ARENA as _RARENA
@@ -438,6 +439,9 @@ class CompiledKernel:
         acc = accesses[min(operand, len(accesses) - 1)] if accesses else None
         buf = self.kernel.buffer(acc.buffer) if acc is not None else None
         where = self._env_text(status, site)
+        if code == _ERR_INDIRECT and buf is not None:      # lower/llvm/rules_indirect.py
+            from .interpret_rules_indirect import oob_message
+            return errors.make("indirect_out_of_bounds", oob_message(buf, dim, lo, where), loc=instr.loc)
         shape = buf.shape if buf is not None else ()
         lim = shape[dim] if dim < len(shape) else 0
         return errors.make("out_of_bounds",

@@ -2,5 +2,5 @@
 
 Importing this package registers the "cost" rule of every op (lower/ops.py).
 """
-from . import rules  # noqa: F401  (registers @rule("cost", op) for every op)
+from . import rules, rules_indirect  # noqa: F401  (registers @rule("cost", op) for every op)
 from ...core.targets import TARGETS, Target

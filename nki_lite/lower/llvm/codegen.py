@@ -628,14 +628,14 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
 def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], int]:
     """(argument buffers, arena bytes) that `generate(kernel, debug)` produces, without emitting code
     (the disk cache checks a stored entry's metadata against them)."""
-    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_indirect, rules_reduce  # noqa: F401 - register rules
     from .forward import prepare
     em = Emitter(prepare(kernel)[0], debug)
     return em.arg_buffers, em.arena_bytes
 
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
-    from . import rules_common, rules_compute, rules_data, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_indirect, rules_reduce  # noqa: F401 - register rules
     from .forward import prepare
     prepared, origin = prepare(kernel)
     em = Emitter(prepared, debug, vectorize)

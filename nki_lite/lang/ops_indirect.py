@@ -1,0 +1,108 @@
+"""Indirect data movement: the IR ops `dma_indirect` (a DMA) and `copy_dynamic` (an on-chip copy)
+that nl.load / nl.store / nisa.dma_copy emit for a tile-indexed view (lang/indirect.py), plus
+nl.atomic_rmw and nisa.tensor_copy_dynamic_src.
+
+Contract: `emit(op, dst, src, ...)` emits one instruction `outs=(dst static access,)`,
+`ins=(src static access[, index access])` with attrs `dyn` ("in" when the source is indirect, "out"
+when the destination is, "" for none), `dim` (the indirect buffer dimension), `oob` ("error" or
+"skip": what an out-of-range index does at run time, docs/numerics.md) and `rmw` ("add": the
+destination becomes dst + value, NKI's dst_rmw_op / atomic_rmw; "" otherwise). At most one side is
+indirect. The interpreter, the JIT and the engine model read the same instruction.
+"""
+from __future__ import annotations
+
+from .. import errors
+from ..core import dtypes as D
+from ..core import ir
+from ..loc import capture_loc
+from .api import api, isa
+from .isa_common import engine_name
+from .masks import to_mask
+from .memory import ON_CHIP, new_buffer, resolve_dtype
+from .tile import IndirectView, Tile, broadcast_access, indirect_parts
+from .tracer import attrs, current
+
+_RMW_OPS = {"add"}
+
+
+def rmw_name(op, loc) -> str:
+    """NKI's dst_rmw_op / atomic_rmw op (np.add, nl.add) as an IR name; only add is documented."""
+    name = getattr(op, "__name__", None) or getattr(op, "name", None)
+    if name in _RMW_OPS:
+        return name
+    raise errors.make("unsupported", f"read-modify-write with op {op!r} is not built: NKI documents np.add only",
+                      loc=loc, hint="pass op=np.add")
+
+
+def oob_name(mode, loc) -> str:
+    m = "error" if mode is None else str(getattr(mode, "value", mode))
+    if m not in ("error", "skip"):
+        raise errors.make("argument", f"oob_mode must be nisa.oob_mode.error or .skip, got {mode!r}", loc=loc)
+    return m
+
+
+def is_indirect(*tiles) -> bool:
+    return any(isinstance(t, IndirectView) for t in tiles)
+
+
+def emit(op: str, dst: Tile, src: Tile, mask, loc, *, oob: str = "error", rmw: str = "",
+         engine: str = "dma") -> None:
+    dacc, didx, ddim = indirect_parts(dst)
+    sacc, sidx, sdim = indirect_parts(src)
+    if didx is not None and sidx is not None:
+        raise errors.make("unsupported", "a copy with indirect indices on both source and destination",
+                          loc=loc, hint="gather into an SBUF tile first, then scatter it")
+    if rmw and D.INFO[dst.dtype_name].is_int:
+        raise errors.make("unsupported", "an integer read-modify-write DMA is not built", loc=loc)
+    sacc = broadcast_access(sacc, dacc.shape, "src")
+    ins = (sacc,) if sidx is None and didx is None else (sacc, sidx if sidx is not None else didx)
+    dyn, dim = ("in", sdim) if sidx is not None else (("out", ddim) if didx is not None else ("", None))
+    current().emit(ir.Instr(op, (dacc,), ins, attrs(engine=engine, dyn=dyn, dim=dim, oob=oob, rmw=rmw,
+                                                                   accumulate=True if rmw else None),
+                            to_mask(mask, dacc.shape, loc), loc))
+
+
+def load_indirect(src: IndirectView, mask, dtype, loc) -> Tile:
+    """nl.load of a tile-indexed HBM view into a new SBUF tile."""
+    tr = current()
+    shape = src.shape if len(src.shape) != 1 else src.shape + (1,)
+    if len(shape) != len(src.shape):
+        raise errors.make("rank", "nl.load of an indirectly indexed 1-D view", loc=loc,
+                          hint="index a 2-D view: t[idx_tile, nl.arange(n)[None, :]]")
+    dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
+    buf = new_buffer(tr, shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
+    out = Tile(tr, ir.Access.full(buf), dt)
+    emit("dma_indirect", out, src, mask, loc)
+    return out
+
+
+@api("nl.atomic_rmw")
+def atomic_rmw(dst, value, op, *, mask=None) -> None:
+    """nl.atomic_rmw: dst = op(dst, value) on HBM, dst usually indexed by an index tile."""
+    loc = capture_loc(2)
+    if not isinstance(dst, Tile) or dst.space != ir.Space.HBM:
+        raise errors.make("memory_space", "nl.atomic_rmw: dst must be a view of an HBM tensor", loc=loc)
+    if not isinstance(value, Tile):
+        raise errors.make("unsupported", "nl.atomic_rmw with a scalar value is not built", loc=loc,
+                          hint="pass a tile (nl.full(...))")
+    if value.space not in ON_CHIP:
+        raise errors.make("memory_space", "nl.atomic_rmw: value must be an on-chip tile", loc=loc)
+    emit("dma_indirect", dst, value, mask, loc, rmw=rmw_name(op, loc))
+
+
+@isa("nisa.tensor_copy_dynamic_src")
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=None):
+    """Copy an on-chip tile read at a run-time offset along a free dimension into a new SBUF tile."""
+    tr = current()
+    loc = capture_loc(2)
+    if not isinstance(src, Tile) or src.space not in ON_CHIP:
+        raise errors.make("memory_space", "nisa.tensor_copy_dynamic_src: src must be an SBUF/PSUM tile", loc=loc)
+    if isinstance(src, IndirectView) and src.dim == src.buf.par_axis:
+        raise errors.make("unsupported", "a dynamic offset on the partition dimension: NKI's "
+                          "tensor_copy_dynamic_src offsets free dimensions only", loc=loc)
+    dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
+    buf = new_buffer(tr, src.shape, dt, ir.Space.SBUF, "dyn", loc)
+    out = Tile(tr, ir.Access.full(buf), dt)
+    emit("copy_dynamic", out, src, mask, loc, engine=engine_name(engine, "vector"))
+    return out
+

@@ -1,0 +1,100 @@
+"""Interpreter rules of indirect data movement: dma_indirect and copy_dynamic (lang/ops_indirect.py).
+
+Semantics (docs/numerics.md, "Indirect DMA"): element e of the instruction's tile shape moves
+src[e] -> dst[e], where the indirect side's index on buffer dimension `dim` is its affine part plus
+the index tile's value at e (read as an integer). Elements are visited in row-major order of the
+tile; masked-off elements are not moved and their indices are not read.
+- An index outside [0, size) of that dimension: oob=error raises NL-E503 naming the first such
+  element's value (row-major) and the kernel line; oob=skip leaves that element untransferred.
+- rmw=add: dst[e] = round(dst[e] + src[e]) computed in fp32 (NaN canonicalised, as every
+  arithmetic result), applied element by element in row-major order, so repeated destination
+  indices accumulate (an atomic add per element).
+- Otherwise a plain copy with the data-movement conversion (bits when dtypes agree); when several
+  elements land on one destination element the last in row-major order wins.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import errors
+from ..core import ir
+from ..core.affine import Affine
+from ..core.ops import rule
+from .interpret_rules import _finish, convert
+from .interpreter import Machine
+
+F32 = np.float32
+
+
+def where_text(env: dict) -> str:
+    return ", ".join(f"{k}={val}" for k, val in sorted(env.items()))
+
+
+def oob_message(buf: ir.Buffer, dim: int, value: int, where: str) -> str:
+    """The NL-E503 message (shared with the JIT, runtime/jit.py, so both modes say the same)."""
+    return (f"indirect index {value} on dimension {dim} of '{buf.name}' (shape {buf.shape}) is outside "
+            f"[0, {buf.shape[dim] - 1}] (oob_mode=error)" + (f" when {where}" if where else ""))
+
+
+def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
+    """Per-dimension index arrays of the indirect access, and the elements whose index is in range."""
+    dim = instr.attr("dim")
+    static = ir.Access(acc.buffer, acc.index[:dim] + (Affine(0),) + acc.index[dim + 1:], acc.shape)
+    idx = list(m._indices(static, env, live, instr))
+    off = m.read(instr.ins[1], env, instr, live).astype(np.int64)
+    v = np.broadcast_to(np.asarray(acc.index[dim].evaluate(env, acc.shape), dtype=np.int64), acc.shape) + off
+    buf = m.buffers[acc.buffer]
+    ok = (v >= 0) & (v < buf.shape[dim])
+    bad = ~ok if live is None else (~ok & live)
+    if bad.any():
+        if instr.attr("oob") != "skip":
+            first = int(v[bad].reshape(-1)[0])
+            raise errors.make("indirect_out_of_bounds", oob_message(buf, dim, first, where_text(env)), loc=instr.loc)
+    idx[dim] = np.where(ok, v, 0)
+    keep = ok if live is None else (ok & live)
+    return tuple(idx), keep
+
+
+def _move(m: Machine, instr: ir.Instr, env) -> None:
+    dst, src = instr.out, instr.ins[0]
+    mask = m.eval_mask(instr, env, dst.shape)
+    side = instr.attr("dyn")
+    if side == "in":
+        sidx, keep = _indirect_indices(m, instr, src, env, mask)
+        values = m.mem[src.buffer][sidx]
+        didx = m._indices(dst, env, keep, instr)
+    else:
+        values = m.read(src, env, instr, mask)
+        if side == "out":
+            didx, keep = _indirect_indices(m, instr, dst, env, mask)
+        else:
+            keep = np.ones(dst.shape, bool) if mask is None else mask
+            didx = m._indices(dst, env, mask, instr)
+    arr = m.mem[dst.buffer]
+    sdt, ddt = m.dtype_of(src), m.dtype_of(dst)
+    target = tuple(i[keep] for i in didx)
+    vals = np.broadcast_to(values, dst.shape)[keep]
+    if instr.attr("rmw"):
+        _rmw(arr, target, vals, ddt)
+    else:
+        arr[target] = convert(vals, sdt, ddt)
+
+
+def _rmw(arr: np.ndarray, target: tuple, vals: np.ndarray, ddt: str) -> None:
+    flat = np.ravel_multi_index(target, arr.shape) if target and target[0].size else np.zeros(0, np.int64)
+    if np.unique(flat).size == flat.size:            # no repeated destination: one vector step
+        arr[target] = _finish(arr[target].astype(F32) + vals.astype(F32), ddt)
+        return
+    view = arr.reshape(-1)
+    for k, v in zip(flat.tolist(), vals.astype(F32).tolist()):   # row-major, one atomic add each
+        view[k] = _finish(np.array([F32(view[k]) + F32(v)], F32), ddt)[0]
+
+
+@rule("interpret", "dma_indirect")
+def _dma_indirect(m, instr, env):
+    _move(m, instr, env)
+
+
+@rule("interpret", "copy_dynamic")
+def _copy_dynamic(m, instr, env):
+    _move(m, instr, env)

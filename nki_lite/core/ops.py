@@ -152,6 +152,17 @@ def reads(instr) -> list:
     return out
 
 
+def dynamic_access(instr) -> tuple[str, int, int] | None:
+    """(role, k, dim) of the access whose index on buffer dimension `dim` is completed at run time by
+    an index tile (dma_indirect / copy_dynamic with attr `dyn`; lang/ops_indirect.py), else None.
+    Analyses must not read that dimension's affine index as the elements touched: the access may
+    reach any element of the dimension."""
+    side = instr.attr("dyn")
+    if not side:
+        return None
+    return ("out" if side == "out" else "in", 0, instr.attr("dim"))
+
+
 def is_compute(instr) -> bool:
     """An engine instruction on tiles: not a marker/debug op and not a DMA (a dma-kind op, or any op
     whose engine is the DMA, e.g. a future dma_transpose)."""

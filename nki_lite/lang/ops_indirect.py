@@ -1,6 +1,6 @@
 """Indirect data movement: the IR ops `dma_indirect` (a DMA) and `copy_dynamic` (an on-chip copy)
 that nl.load / nl.store / nisa.dma_copy emit for a tile-indexed view (lang/indirect.py), plus
-nl.atomic_rmw and nisa.tensor_copy_dynamic_src.
+nl.atomic_rmw, nisa.tensor_copy_dynamic_src and nl.gather_flattened.
 
 Contract: `emit(op, dst, src, ...)` emits one instruction `outs=(dst static access,)`,
 `ins=(src static access[, index access])` with attrs `dyn` ("in" when the source is indirect, "out"
@@ -16,6 +16,7 @@ from ..core import dtypes as D
 from ..core import ir
 from ..loc import capture_loc
 from .api import api, isa
+from .index import arange
 from .isa_common import engine_name
 from .masks import to_mask
 from .memory import ON_CHIP, new_buffer, resolve_dtype
@@ -106,3 +107,25 @@ def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=None):
     emit("copy_dynamic", out, src, mask, loc, engine=engine_name(engine, "vector"))
     return out
 
+
+
+@api("nl.gather_flattened")
+def gather_flattened(data, indices, *, mask=None, dtype=None):
+    """nl.gather_flattened: out[p, j] = data[p, indices[p, j]] (each partition gathers from its own
+    row), the same dynamic copy as tensor_copy_dynamic_src with an index per element."""
+    tr = current()
+    loc = capture_loc(2)
+    for what, t in (("data", data), ("indices", indices)):
+        if not isinstance(t, Tile) or t.space not in ON_CHIP or isinstance(t, IndirectView):
+            raise errors.make("memory_space", f"nl.gather_flattened: {what} must be an SBUF/PSUM tile", loc=loc)
+    if len(data.shape) != 2 or len(indices.shape) != 2:
+        raise errors.make("unsupported", "nl.gather_flattened of 3-D/4-D tiles is not built (2-D only)", loc=loc,
+                          hint="reshape the free dimensions into one first")
+    if indices.shape[0] != data.shape[0]:
+        raise errors.make("shape_mismatch", f"nl.gather_flattened: indices {indices.shape} and data {data.shape} "
+                          "differ in partitions", loc=loc)
+    view = data[arange(data.shape[0])[:, None], indices]
+    dt = data.dtype_name if dtype is None else resolve_dtype(dtype, loc)
+    out = Tile(tr, ir.Access.full(new_buffer(tr, view.shape, dt, ir.Space.SBUF, "gather", loc)), dt)
+    emit("copy_dynamic", out, view, mask, loc, engine="gpsimd")
+    return out

@@ -121,6 +121,7 @@ def test_oob_error_names_the_index_value_and_the_line(mode, bad):
     e = ei.value
     assert e.code == "NL-E503"
     assert f"indirect index {bad} on dimension 0" in str(e) and "[0, 39]" in str(e)
+    assert "at tile element [2, 0]" in str(e)
     assert e.loc.line == line_of("scatter_err")
 
 

@@ -30,10 +30,13 @@ def where_text(env: dict) -> str:
     return ", ".join(f"{k}={val}" for k, val in sorted(env.items()))
 
 
-def oob_message(buf: ir.Buffer, dim: int, value: int, where: str) -> str:
-    """The NL-E503 message (shared with the JIT, runtime/jit.py, so both modes say the same)."""
+def oob_message(buf: ir.Buffer, dim: int, value: int, element: tuple, where: str) -> str:
+    """The NL-E503 message (shared with the JIT, runtime/jit.py, so both modes say the same);
+    `element` is the tile coordinate whose index is out of range."""
+    at = ", ".join(map(str, element))
     return (f"indirect index {value} on dimension {dim} of '{buf.name}' (shape {buf.shape}) is outside "
-            f"[0, {buf.shape[dim] - 1}] (oob_mode=error)" + (f" when {where}" if where else ""))
+            f"[0, {buf.shape[dim] - 1}] (oob_mode=error), at tile element [{at}]"
+            + (f" when {where}" if where else ""))
 
 
 def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
@@ -48,8 +51,10 @@ def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
     bad = ~ok if live is None else (~ok & live)
     if bad.any():
         if instr.attr("oob") != "skip":
-            first = int(v[bad].reshape(-1)[0])
-            raise errors.make("indirect_out_of_bounds", oob_message(buf, dim, first, where_text(env)), loc=instr.loc)
+            k = int(np.flatnonzero(bad)[0])                      # the first in row-major order
+            el = tuple(int(x) for x in np.unravel_index(k, acc.shape))
+            msg = oob_message(buf, dim, int(v.reshape(-1)[k]), el, where_text(env))
+            raise errors.make("indirect_out_of_bounds", msg, loc=instr.loc)
     idx[dim] = np.where(ok, v, 0)
     keep = ok if live is None else (ok & live)
     return tuple(idx), keep

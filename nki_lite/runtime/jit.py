@@ -441,7 +441,8 @@ class CompiledKernel:
         where = self._env_text(status, site)
         if code == _ERR_INDIRECT and buf is not None:      # lower/llvm/rules_indirect.py
             from .interpret_rules_indirect import oob_message
-            return errors.make("indirect_out_of_bounds", oob_message(buf, dim, lo, where), loc=instr.loc)
+            el = tuple(int(x) for x in np.unravel_index(hi, instr.outs[0].shape))   # hi: the tile element
+            return errors.make("indirect_out_of_bounds", oob_message(buf, dim, lo, el, where), loc=instr.loc)
         shape = buf.shape if buf is not None else ()
         lim = shape[dim] if dim < len(shape) else 0
         return errors.make("out_of_bounds",

@@ -17,12 +17,14 @@ from ...core import ir
 from ...core.affine import Affine
 from ...core.ops import rule
 from .abi import STATUS_LOOP_WORDS, STATUS_LOOPS
+from .rules_common import flat_axes
 
 ERR_INDIRECT = 3          # status word 0 of an indirect out-of-range index (codegen.ERR_BOUNDS is 1)
 
 
-def _fail(em, site: int, ctx, operand: int, dim: int, value: str) -> None:
-    vals = [str(ERR_INDIRECT), str(site), str(operand), str(dim), value, value]
+def _fail(em, site: int, ctx, operand: int, dim: int, value: str, element: str) -> None:
+    """Status words: code, site, operand, dim, the index value, the tile element (row-major flat)."""
+    vals = [str(ERR_INDIRECT), str(site), str(operand), str(dim), value, element]
     for k, v in enumerate(vals):
         p = em.b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
         em.b.emit(f"store i64 {v}, ptr {p}, align 8")
@@ -72,7 +74,7 @@ def _move(em, instr: ir.Instr, ctx) -> None:
                     guard = B.if_(B.op(f"xor i1 {bad}, true"), "iok")
                 else:
                     with B.if_(bad, "ioob"):
-                        _fail(em, site, ctx, dyn_k, dim, v)
+                        _fail(em, site, ctx, dyn_k, dim, v, em.affine(flat_axes(dst.shape, 0, None), env))
                 base = em.affine(em.flat_index(_zero_dim(dyn_acc, dim)), env)
                 flat = B.op(f"add nsw i64 {base}, {B.op(f'mul nsw i64 {v}, {_stride(em, dyn_acc.buffer, dim)}')}")
                 ty = em.storage(dyn_acc.buffer)

@@ -4,9 +4,10 @@ enums (oob_mode, dge_mode).
 Contract: each call checks its operands and emits one IR instruction (plus the result tile's
 allocation where it has one). nisa.dma_copy (legacy: "both src and dst can be in HBM or SBUF") is one
 DMA of src into dst (the IR's dma_copy, as nl.load/nl.store), shapes equal, masked-off elements
-unwritten; oob_mode concerns indirect (tile-valued) indices, so with nki_lite's affine indices an
-out-of-bounds access is a verification error whatever the mode; dst_rmw_op (accumulating DMA) is not
-built (NL-E904 at the line); dge_mode is a descriptor-generation hint. nc_transpose's size limits
+unwritten. A tile-indexed (indirect) src or dst, or dst_rmw_op=np.add, makes it the IR's
+dma_indirect (lang/ops_indirect.py): oob_mode says what a run-time index out of range does (error:
+NL-E503; skip: the element is not moved); an affine out-of-bounds access stays a verification error
+whatever the mode. dge_mode is a descriptor-generation hint. nc_transpose's size limits
 come from core/targets.py.
 """
 from __future__ import annotations
@@ -101,6 +102,9 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
     oob = ops_indirect.oob_name(oob_mode, loc)
     if dst_rmw_op is not None or ops_indirect.is_indirect(dst, src):
         rmw = ops_indirect.rmw_name(dst_rmw_op, loc) if dst_rmw_op is not None else ""
+        if rmw and oob == "skip":       # NKI: "if dst_rmw_op is specified, only oob_mode.error is allowed"
+            raise errors.make("argument", "nisa.dma_copy: dst_rmw_op allows only oob_mode=nisa.oob_mode.error",
+                              loc=loc)
         ops_indirect.emit("dma_indirect", dst, src, mask, loc, oob=oob, rmw=rmw)
         return
     acc = broadcast_access(src.access, dst.shape, "src")

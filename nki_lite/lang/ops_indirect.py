@@ -36,7 +36,9 @@ def rmw_name(op, loc) -> str:
 
 
 def oob_name(mode, loc) -> str:
-    m = "error" if mode is None else str(getattr(mode, "value", mode))
+    """nisa.oob_mode.error / .skip (NKI's IntEnum values 0 / 1 too) as the IR's `oob` attr."""
+    m = "error" if mode is None else getattr(mode, "value", mode)
+    m = {0: "error", 1: "skip"}.get(m, m) if not isinstance(m, bool) else m
     if m not in ("error", "skip"):
         raise errors.make("argument", f"oob_mode must be nisa.oob_mode.error or .skip, got {mode!r}", loc=loc)
     return m

@@ -6,10 +6,10 @@ VPY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test,plot]'
+	$(VPY) -m pip install -q -e '.[test,plot,notebooks]'
 	touch $@
 
-.PHONY: venv demo test test-slow bench bench-stdlib
+.PHONY: venv demo test test-slow bench bench-stdlib notebooks
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -28,3 +28,8 @@ bench: $(VENV)/.installed
 bench-stdlib: $(VENV)/.installed
 	$(VPY) -m pip install -q -e '.[bench]'
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VPY) benchmarks/stdlib.py
+
+# tutorials/NN_*.ipynb are generated from their jupytext percent-format .py sources (no outputs);
+# tests/test_notebooks.py checks each pair is in sync and executes every notebook
+notebooks: $(VENV)/.installed
+	$(VENV)/bin/jupytext --to ipynb --update --update-metadata '{"jupytext": null}' tutorials/[0-9][0-9]_*.py

@@ -30,7 +30,7 @@ import numpy as np
 import nki_lite as nki
 import nki_lite.language as nl
 from nki_lite.lang.trace import trace
-from nki_lite.lower.passes import run_default
+from nki_lite.lower.passes.pipeline import run_shared
 from nki_lite.lower.verify import verify
 
 n, variant, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -64,7 +64,7 @@ except ImportError:                               # (an older nki_lite, for the 
 t0 = time.perf_counter()
 bound = k.bind((a, n), {})
 with paused():
-    kern = run_default(trace(k.fn, bound, (), "trn2"))
+    kern = run_shared(trace(k.fn, bound, (), "trn2"))
 t1 = time.perf_counter()
 res["trace"] = t1 - t0
 if mode == "interpret":

@@ -20,10 +20,6 @@ TABLES: dict[str, str] = {}          # "path" or "path::function" -> why it may 
 PENDING: dict[str, str] = {
     "nki_lite/runtime/jit.py": "#11: split by job (compile, disk cache, pool/regions)",
     "nki_lite/runtime/kernel.py": "#11: split by job (kernel object, launch path)",
-    "nki_lite/lower/llvm/codegen.py": "#11: launch plan and emitter context",
-    "nki_lite/lower/llvm/fusion.py": "#11: emit_run",
-    "nki_lite/lower/llvm/rules_common.py": "#11: elementwise",
-    "nki_lite/lower/llvm/rules_compute.py": "#11: _matmul",
 }
 
 FILES = sorted(os.path.relpath(p, ROOT) for p in modules().values())

@@ -168,7 +168,7 @@ def test_errors_and_prints_from_a_loaded_kernel_name_the_same_lines(cache, capsy
     """Error sites and print sites are stored as instruction indices: a loaded kernel reports the same
     line and loop values. The verifier would reject this kernel, so the unverified IR is launched."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
 
     def oob(a):
         out = nl.ndarray((8, 4), dtype=a.dtype, buffer=nl.shared_hbm)
@@ -180,7 +180,7 @@ def test_errors_and_prints_from_a_loaded_kernel_name_the_same_lines(cache, capsy
 
     a = np.arange(24, dtype=np.float32).reshape(6, 4)
     k = nki.jit(oob)
-    kern = run_default(trace(k.fn, k.bind((a,), {}), (), "trn2"))
+    kern = run_shared(trace(k.fn, k.bind((a,), {}), (), "trn2"))
     msgs, sources = [], []
     for _ in range(2):
         jit.CACHE.clear()

@@ -130,11 +130,11 @@ def test_static_out_of_bounds_is_caught_at_trace_time():
 def test_interpreter_bounds_checks_every_access_at_run_time():
     """The interpreter does not trust the verifier: run the unverified IR directly."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
     from nki_lite.runtime.interpreter import run
     k = _oob_kernel()
     x = np.zeros((200, 4), np.float32)
-    kern = run_default(trace(k.fn, k.bind((x,), {}), (), "trn2"))
+    kern = run_shared(trace(k.fn, k.bind((x,), {}), (), "trn2"))
     with pytest.raises(errors.IndexOutOfBoundsError) as ei:
         run(kern, {"x": x})
     msg = str(ei.value)

@@ -559,8 +559,8 @@ def _unverified(k, args, grid=()):
     """The IR of k(*args) with the default passes but without `verify` (what a verifier bug would let
     through): the backends must bounds-check at run time on their own."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
-    return run_default(trace(k.fn, k.bind(args, {}), grid, "trn2"))
+    from nki_lite.lower.passes.pipeline import run_shared
+    return run_shared(trace(k.fn, k.bind(args, {}), grid, "trn2"))
 
 
 def _oob_loop_kernel(masked: bool):

@@ -1,5 +1,5 @@
 """The JIT's speed paths keep every bit and every error: the compare-select max/min reduction with its
-NaN flag and zero fallback (rules_reduce), the JIT-only rewrites (lower/llvm/forward.py: always-true
+NaN flag and zero fallback (rules_reduce), the JIT-only passes (lower/passes/true_masks.py, forward_loads.py: always-true
 masks dropped, loads forwarded to their readers), vscalefps for fp32math._ldexp (mathlib), and the
 `out=` launch fast path (runtime/kernel.py)."""
 import os
@@ -13,7 +13,7 @@ import nki_lite.language as nl
 from nki_lite import errors
 from nki_lite.core import ir
 from nki_lite.lower.llvm import mathlib
-from nki_lite.lower.llvm.forward import prepare
+from nki_lite.lower.passes.pipeline import run_backend
 from nki_lite.lower.llvm.target import jit_supported
 
 from .test_jit_differential import run_both
@@ -84,7 +84,7 @@ def test_extreme_reduction_zero_sign_is_order_free():
     assert [np.signbit(v) for v in got[:4, 0]] == [True, True, True, False]
 
 
-# ---------------------------------------------------------------- lower/llvm/forward.py
+# ---------------------------------------------------------------- lower/passes/true_masks.py, forward_loads.py
 
 @nki.jit
 def _softmax_like(x):
@@ -107,7 +107,7 @@ def _ops(kernel):
 
 def test_true_masks_dropped_and_load_forwarded():
     x = np.random.default_rng(1).standard_normal((256, 64)).astype(F32)
-    k, origin = prepare(_softmax_like.trace(x))
+    k, origin = run_backend(_softmax_like.trace(x), "llvm")
     ops = _ops(k)
     assert ("dma_copy", False, True) in ops                     # the load: a bounds check only
     assert not any(masked for _, masked, _ in ops)              # 256 rows: every mask holds
@@ -119,7 +119,7 @@ def test_true_masks_dropped_and_load_forwarded():
 
 def test_ragged_rows_keep_their_masks_and_copies():
     x = np.random.default_rng(2).standard_normal((200, 48)).astype(F32)
-    k, _ = prepare(_softmax_like.trace(x))
+    k, _ = run_backend(_softmax_like.trace(x), "llvm")
     ops = _ops(k)
     assert ("dma_copy", True, False) in ops                     # 200 rows: the load stays masked and real
     run_both(_softmax_like, [x])
@@ -137,7 +137,7 @@ def test_no_forwarding_from_a_written_tensor():
         nl.store(out, nl.multiply(t, 3.0))
         return x, out
     x = np.random.default_rng(3).standard_normal((128, 32)).astype(F32)
-    kern, _ = prepare(k.trace(x))
+    kern, _ = run_backend(k.trace(x), "llvm")
     assert not any(f for _, _, f in _ops(kern))
     ref = run_both(k, [x])
     np.testing.assert_array_equal(ref[1], x * F32(3))

@@ -13,7 +13,6 @@ from tests.layering import component_of, cycles, import_graph, layers
 
 # component -> why it does not hold yet (remove the entry when it does)
 PENDING: dict[str, str] = {
-    "nki_lite.lower": "#11: verify <-> verify_params and llvm codegen <-> arena <-> parts cycles",
     "nki_lite.runtime": "#11: interpreter <-> interpret_rules(_ext) <-> debug_checks; runtime imports nki_lite",
     "nki_lite": "#11: the package __init__ is in the runtime's cycle",
 }

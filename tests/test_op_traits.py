@@ -14,7 +14,8 @@ from nki_lite.core.affine import Affine, axis_var
 from nki_lite.core.ops import ALL, KINDS, OPS, TRAITS
 from nki_lite.lower import parallel
 from nki_lite.lower.analysis import dependence
-from nki_lite.lower.llvm import forward, fusion, rowmajor, rules_common
+from nki_lite.lower.llvm import fusion, rowmajor, rules_common
+from nki_lite.lower.passes import forward_loads as forward
 from nki_lite.lower.verify_common import iteration_space
 from nki_lite.stdlib.elementwise import spmd_add
 

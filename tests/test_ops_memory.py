@@ -738,10 +738,10 @@ def test_interpreter_bounds_check_names_the_line():
         return out
 
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
     a = np.ones((6, 4), np.float32)
     bound = k.bind((a,), {})
-    ir_kernel = run_default(trace(k.fn, bound, (), "trn2"))
+    ir_kernel = run_shared(trace(k.fn, bound, (), "trn2"))
     with pytest.raises(errors.IndexOutOfBoundsError) as ei:
         run(ir_kernel, {"a": a})
     _assert_oob(ei, "# OOB-INTERP")

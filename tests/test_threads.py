@@ -50,7 +50,7 @@ def test_overlapping_writes_stay_serial(monkeypatch):
 def test_error_in_one_program_is_raised_with_its_line(monkeypatch):
     """An out-of-bounds access only the runtime sees (IR run without the verifier), in program 5."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
     from nki_lite.runtime.jit import CompiledKernel
 
     @nki.jit
@@ -62,7 +62,7 @@ def test_error_in_one_program_is_raised_with_its_line(monkeypatch):
         return out
 
     x = np.zeros((8 * 128 + 50, 4), np.float32)
-    kern = run_default(trace(k.fn, k.bind((x,), {}), (8,), "trn2"))
+    kern = run_shared(trace(k.fn, k.bind((x,), {}), (8,), "trn2"))
     ck = CompiledKernel(kern, debug=False)
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
     assert ck.parallel
@@ -267,7 +267,7 @@ def test_error_in_a_region_names_its_line_and_loop_values(monkeypatch, small_reg
     """An out-of-bounds access only the runtime sees (IR run without the verifier), in iteration
     i = 3 of a region inside a sequential loop, reported like any other."""
     from nki_lite.lang.trace import trace
-    from nki_lite.lower.passes import run_default
+    from nki_lite.lower.passes.pipeline import run_shared
     from nki_lite.runtime.jit import CompiledKernel
 
     @nki.jit
@@ -280,7 +280,7 @@ def test_error_in_a_region_names_its_line_and_loop_values(monkeypatch, small_reg
         return out
 
     x = np.zeros((4 * 128 + 50, 8), np.float32)
-    kern = run_default(trace(k.fn, k.bind((x,), {}), (), "trn2"))
+    kern = run_shared(trace(k.fn, k.bind((x,), {}), (), "trn2"))
     ck = CompiledKernel(kern, debug=False)
     assert ck.gen.region_trips == (4,)
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")

@@ -27,7 +27,7 @@ from ..core import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lang.tracer import active as _tracer_active
 from ..core import ir
-from ..lower.passes import run_default
+from ..lower.passes import pipeline as passes
 from ..lower.verify import verify
 from ..lang.tensor_spec import TensorSpec
 from .interpreter import fill_uninit
@@ -281,7 +281,7 @@ class Kernel:
                 if not isinstance(e, errors.NkiLiteError):
                     _blame_sequence_argument(bound, e, fn_loc(self.fn))
                 raise
-            kernel = run_default(traced)
+            kernel = passes.run_shared(traced)
             verify(kernel)
         self.stats["traces"] += 1
         log.debug("traced %s grid=%s target=%s: %d instructions", self.fn.__name__, self.grid, target,
@@ -292,8 +292,17 @@ class Kernel:
                 self._cache.popitem(last=False)
         return kernel
 
-    def inspect_ir(self, *args, **kwargs) -> str:
-        return ir.format(self.trace(*args, **kwargs))
+    def inspect_ir(self, *args, after: str | None = None, target: str | None = None, **kwargs) -> str:
+        """The traced IR (as every backend sees it); with `after="pass-name"`, the IR right after that
+        pass of lower/passes/pipeline.py (a fresh trace, verified like a call)."""
+        if after is not None:
+            passes.find(after, fn_loc(self.fn))            # an unknown name fails before tracing
+        kernel = self.trace(*args, target=target, **kwargs)
+        if after is None:
+            return ir.format(kernel)
+        traced = trace(self.fn, self.bind(args, kwargs), self.grid, self.resolve_target(target),
+                       outputs_in_params=getattr(self, "outputs_in_params", False))
+        return ir.format(passes.run_through(traced, after))
 
     # ---- running
     def __call__(self, *args, mode: str | None = None, target: str | None = None, **kwargs):

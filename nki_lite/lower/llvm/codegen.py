@@ -15,21 +15,32 @@ Contract:
   restores the caller's value on exit, so results do not depend on the process's FP state.
 - Op semantics are emitted by the "llvm" rules (lower/llvm/rules_*.py) through the `Emitter`
   helpers here; they mirror runtime/interpret_rules*.py step for step.
+- `generate` first runs the pipeline's JIT-only passes (lower/passes/pipeline.py `run_backend`).
+  How a rule is being emitted (vector width, row-major row, fusion) is the immutable `em.cx`
+  (context.py), read through `em.W`, `em.vaxis`, ... and changed only by `with em.context(...)`;
+  the function being written is `em.fn` (functions.py frames it).
 """
 from __future__ import annotations
 
 import contextlib
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...core import dtypes as D
 from ...core import ir
 from ...core.affine import Affine, Mask, axis_var
 from ...core.bits import CANON_NAN
 from ...core.ops import OPS
+from ..parallel import private_buffers, program_space, regions
+from ..passes.pipeline import run_backend
 from . import convert as CV
+from . import functions as F
 from .arena import layout
+from .context import EmitContext, Function, LoopEnv, Module
+from .fusion import emit_run, plan, read_counts
 from .irbuilder import FnBuilder, f32, f32_bits
+from .parts import emit_call, split
+from .rowmajor import row_local
 
 from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
                   STATUS_PRIVATE_ARENA, STATUS_PROG_HI, STATUS_PROG_LO, STATUS_REGION_ARENA, STATUS_REGION_ARGS,
@@ -51,46 +62,27 @@ class Generated:
     region_trips: tuple[int, ...] = ()           # per parallel region k (@nkl_region_<k>): its trip count
 
 
-@dataclass
-class _Ctx:
-    env: dict
-    names: list                                   # env names in order (for error reports)
-
-
 class Emitter:
-    def __init__(self, kernel: ir.Kernel, debug: bool, vectorize: bool = True):
+    """The code generator of one kernel. State in three explicit groups (context.py): `cx` the
+    emission mode (immutable, `with em.context(...)`), `fn` the function being written, `mod` what
+    the functions add to the module; the rest is fixed per kernel (buffers, arena layout)."""
+
+    def __init__(self, kernel: ir.Kernel, debug: bool, vectorize: bool = True, origin: dict | None = None):
         self.k = kernel
         self.debug = debug
         self.vectorize = vectorize
         self.bufs = kernel.buffer_map
-        self.b = FnBuilder()
-        self.functions: dict[str, str] = {}
-        self.declares: set[str] = set()
-        self.sites: list[ir.Instr] = []
-        self.site_names: list[tuple[str, ...]] = []
+        self.fn = Function(FnBuilder(), set())        # the function being written (functions.begin)
+        self.cx = EmitContext()                      # the emission mode; changed only by context()
+        self.mod = Module()                          # what the functions add to the module
         self.arg_buffers = tuple(b.name for b in kernel.buffers
                                  if b.space == ir.Space.HBM and b.base is None and b.kind in ("input", "output", "const"))
-        self.ptrs: dict[str, str] = {}
-        self.needs_print = False
-        self.allocas: list[str] = []
-        self.origin: dict = {}
-        self.stop_ptr = self.has_stop = "false"          # set in generate()
-        self.dispatch_word = "0"
+        self.origin = origin if origin is not None else {}   # rewritten -> traced instruction
         self.regions: dict = {}                          # id(loop) -> parallel region index
-        self.region_names: dict = {}                     # region index -> enclosing loop names
-        self.in_region = False
         self.x86 = platform.machine().lower() in ("x86_64", "amd64")
-        self.row_value: str | None = None
-        self.row: str | None = None  # row-major bodies: the current partition (axis 0) of every instruction
-        self.W = 1                  # values are scalars (1) or <W x T> vectors along `self.vaxis`
-        self.vaxis: str | None = None
-        self.capturing: list | None = None   # fusion: rules hand over (ins, value_fn) instead of emitting
-        self.fused: dict | None = None       # fusion: values of run members by their output access
-        from .fusion import read_counts
+        self.row_value: str | None = None   # a value function's fp32 value, for a row reduction's lanes
         self.reads = read_counts(kernel)
         self.arg_index = {name: k for k, name in enumerate(self.arg_buffers)}
-        self.private: set = set()
-        self.part_texts: list[str] = []                  # outlined parts of long bodies (parts.py)
         self.part_weights: dict = {}
         self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
         self.scratch_offset = off
@@ -98,6 +90,42 @@ class Emitter:
         self.scratch_bytes = _align(max([_scratch_need(kernel, i) for i in instrs] + [0]))
         self.fence_canon = sum(i.op != "alloc" for i in instrs) > FENCE_MIN_INSTRUCTIONS   # canon()
         self.arena_bytes = off + self.scratch_bytes
+
+    # ---- the emission mode (context.py): read-only here, changed with `with em.context(...)`
+    @contextlib.contextmanager
+    def context(self, **changes):
+        """Emit the block's code with these EmitContext fields changed; the previous context comes
+        back on exit (exceptions included)."""
+        saved = self.cx
+        self.cx = replace(saved, **changes)
+        try:
+            yield self.cx
+        finally:
+            self.cx = saved
+
+    @property
+    def b(self) -> FnBuilder:
+        return self.fn.b
+
+    @property
+    def W(self) -> int:
+        return self.cx.W
+
+    @property
+    def vaxis(self) -> str | None:
+        return self.cx.vaxis
+
+    @property
+    def row(self) -> str | None:
+        return self.cx.row
+
+    @property
+    def capturing(self) -> list | None:
+        return self.cx.capturing
+
+    @property
+    def fused(self) -> dict | None:
+        return self.cx.fused
 
     # ---- vector-width helpers (W = 1: plain scalars)
     def vt(self, base: str) -> str:
@@ -130,23 +158,23 @@ class Emitter:
         return self.b.loop(n, hint) if n > 1 else contextlib.nullcontext("0")
 
     def entry_alloca(self, ty: str, hint: str = "a") -> str:
-        name = f"%{hint}.{len(self.allocas)}"
-        self.allocas.append(f"  {name} = alloca {ty}, align 64")
+        name = f"%{hint}.{len(self.fn.allocas)}"
+        self.fn.allocas.append(f"  {name} = alloca {ty}, align 64")
         return name
 
     # ---------------------------------------------------------------- module pieces
     def use(self, fn_and_text: tuple[str, str]) -> str:
         """Include a helper function once; its `declare` lines join the module's (deduplicated) set."""
         name, text = fn_and_text
-        if name not in self.functions:
+        if name not in self.mod.functions:
             body = []
             for line in text.splitlines():
-                (self.declares.add(line.strip()) if line.startswith("declare ") else body.append(line))
-            self.functions[name] = "\n".join(body) + "\n"
+                (self.mod.declares.add(line.strip()) if line.startswith("declare ") else body.append(line))
+            self.mod.functions[name] = "\n".join(body) + "\n"
         return name
 
     def declare(self, line: str) -> None:
-        self.declares.add(line)
+        self.mod.declares.add(line)
 
     # ---------------------------------------------------------------- buffers and addresses
     def root(self, name: str) -> str:
@@ -155,18 +183,18 @@ class Emitter:
 
     def base_ptr(self, name: str) -> str:
         root = self.root(name)
-        p = self.ptrs.get(root)
+        p = self.fn.ptrs.get(root)
         if p is None:                             # first use in this function: made in its entry block
             p = self.b.tmp("buf")
             k = self.arg_index.get(root)
             if k is not None:
                 q = self.b.tmp()
-                self.ptr_lines += [f"  {q} = getelementptr inbounds ptr, ptr %args, i64 {k}",
+                self.fn.ptr_lines += [f"  {q} = getelementptr inbounds ptr, ptr %args, i64 {k}",
                                    f"  {p} = load ptr, ptr {q}, align 8"]
             else:
-                base = "%parena" if root in self.private else "%arena"
-                self.ptr_lines.append(f"  {p} = getelementptr inbounds i8, ptr {base}, i64 {self.offsets[root]}")
-            self.ptrs[root] = p
+                base = "%parena" if root in self.fn.private else "%arena"
+                self.fn.ptr_lines.append(f"  {p} = getelementptr inbounds i8, ptr {base}, i64 {self.offsets[root]}")
+            self.fn.ptrs[root] = p
         return p
 
     def storage(self, name: str) -> str:
@@ -326,12 +354,12 @@ class Emitter:
                 inner[axis_var(a)] = stack.enter_context(self.b.loop(n, f"e{a}_"))
             yield inner
 
-    def site(self, instr: ir.Instr, ctx: _Ctx) -> int:
-        self.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (forward.py)
-        self.site_names.append(tuple(ctx.names))
-        return len(self.sites) - 1
+    def site(self, instr: ir.Instr, ctx: LoopEnv) -> int:
+        self.mod.sites.append(self.origin.get(id(instr), instr))     # the traced instruction (passes/origin.py)
+        self.mod.site_names.append(tuple(ctx.names))
+        return len(self.mod.sites) - 1
 
-    def fail(self, site: int, ctx: _Ctx, operand: int, dim: int, lo: str, hi: str) -> None:
+    def fail(self, site: int, ctx: LoopEnv, operand: int, dim: int, lo: str, hi: str) -> None:
         """Store an out-of-bounds report into status and return 1 (from any depth)."""
         vals = [str(ERR_BOUNDS), str(site), str(operand), str(dim), lo, hi]
         for k, v in enumerate(vals):
@@ -343,16 +371,7 @@ class Emitter:
         self.b.br("fail_exit")
         self.b.block(self.b.new_label("dead"))
 
-    def propagate_status(self, rc: str, tag: str) -> None:
-        """A callee's return code leaves this function the same way: 1 (an error report is in the
-        status words) through fail_exit, 2 (a stop request) through stop_exit."""
-        b = self.b
-        for code, exit_label in ((1, "fail_exit"), (2, "stop_exit")):
-            with b.if_(b.op(f"icmp eq i32 {rc}, {code}"), tag + ("f" if code == 1 else "s")):
-                b.br(exit_label)
-                b.block(b.new_label("dead"))
-
-    def check_bounds(self, instr: ir.Instr, ctx: _Ctx, accesses, shape_of) -> str | None:
+    def check_bounds(self, instr: ir.Instr, ctx: LoopEnv, accesses, shape_of) -> str | None:
         """Range check of every access at instruction entry. Returns an i1 'needs per-element checks'
         flag for masked instructions (None when none can be needed), and fails otherwise."""
         site = self.site(instr, ctx)
@@ -385,7 +404,7 @@ class Emitter:
         self._last_site = site
         return slow
 
-    def check_element(self, slow: str | None, live: str | None, ctx: _Ctx, env: dict, accesses) -> None:
+    def check_element(self, slow: str | None, live: str | None, ctx: LoopEnv, env: dict, accesses) -> None:
         """Per-element bounds check of masked-in elements (only runs when `slow` is true)."""
         if slow is None:
             return
@@ -404,30 +423,15 @@ class Emitter:
                         self.fail(self._last_site, ctx, k, d, v, v)
 
     # ---------------------------------------------------------------- kernel structure
-    def stop_check(self) -> None:
-        """Return 2 if the caller's stop flag is set (status word STATUS_STOP holds its address, 0 =
-        none): the runtime sets it on Ctrl-C or when another thread failed."""
-        b = self.b
-        with b.if_(self.has_stop, "st"):
-            flag = b.op(f"load volatile i64, ptr {self.stop_ptr}, align 8")
-            stopped = b.op(f"icmp ne i64 {flag}, 0")
-            with b.if_(stopped, "sx"):
-                b.br("stop_exit")
-                b.block(b.new_label("dead"))
-
     def schedule(self, nodes) -> tuple:
         """How `run_nodes` emits a body (shared with the arena layout, arena.py): (P, nodes) for a
         row-major body of P partitions, else (None, items) with items nodes and fused runs (lists)."""
-        from .fusion import plan
-        from .rowmajor import row_local
         P = row_local(self, list(nodes)) if self.vectorize and self.row is None else None
         if P is not None:
             return P, list(nodes)
         return None, (plan(list(nodes), self.root) if self.vectorize else list(nodes))
 
-    def run_nodes(self, nodes, ctx: _Ctx) -> None:
-        from .fusion import emit_run
-        from .parts import emit_call, split
+    def run_nodes(self, nodes, ctx: LoopEnv) -> None:
         if self.row is None:
             parts = split(self, nodes)
             if len(parts) > 1:                   # a long body: one LLVM function per part (parts.py)
@@ -441,20 +445,16 @@ class Emitter:
             allocs = [n for n in nodes if isinstance(n, ir.Instr) and n.op == "alloc"]
             for a in allocs:
                 OPS["alloc"].rules["llvm"](self, a, ctx)
-            with self.b.loop(P, "row") as r:
-                self.row = r
-                try:
-                    self.run_nodes([n for n in nodes if not (isinstance(n, ir.Instr) and n.op == "alloc")], ctx)
-                finally:
-                    self.row = None
+            with self.b.loop(P, "row") as r, self.context(row=r):
+                self.run_nodes([n for n in nodes if not (isinstance(n, ir.Instr) and n.op == "alloc")], ctx)
             return
         for n in items:
             if isinstance(n, list):
                 emit_run(self, n, ctx, self.reads)
                 continue
             if isinstance(n, ir.Loop):
-                if id(n) in self.regions and not self.in_region:
-                    self.dispatch_region(n, ctx)
+                if id(n) in self.regions and not self.cx.in_region:
+                    F.dispatch_region(self, n, ctx)
                     continue
                 self.serial_loop(n, ctx)
             else:
@@ -463,119 +463,16 @@ class Emitter:
                     raise NotImplementedError(f"no llvm rule for op {n.op}")
                 rule(self, n, ctx)
 
-    def serial_loop(self, n: ir.Loop, ctx: _Ctx) -> None:
+    def serial_loop(self, n: ir.Loop, ctx: LoopEnv) -> None:
         with self.b.loop(n.trip, "l") as i:
-            self.stop_check()
-            self.run_nodes(n.body, _Ctx({**ctx.env, n.var: i}, ctx.names + [n.var]))
-
-    def dispatch_region(self, n: ir.Loop, ctx: _Ctx) -> None:
-        """A parallel region (lower/parallel.py `regions`): hand the loop to the runtime's dispatcher,
-        which runs @nkl_region_<k> on threads; without a dispatcher (a worker's call) run it here."""
-        from ..parallel import REGION_MAX_DEPTH
-        if len(ctx.names) > REGION_MAX_DEPTH:       # more enclosing values than status words: inline
-            self.serial_loop(n, ctx)
-            return
-        b = self.b
-        k = self.regions[id(n)]
-        self.region_names[k] = list(ctx.names)
-        has = b.op(f"icmp ne i64 {self.dispatch_word}, 0")
-        then, other, done = b.new_label("rg"), b.new_label("rs"), b.new_label("rd")
-        b.cond_br(has, then, other)
-        b.block(then)
-        for j, name in enumerate(ctx.names):
-            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_REGION_ENV + j}")
-            b.emit(f"store i64 {ctx.env[name]}, ptr {q}, align 8")
-        for word, ptr in ((STATUS_REGION_ARGS, "%args"), (STATUS_REGION_ARENA, "%arena")):
-            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {word}")
-            b.emit(f"store i64 {b.op(f'ptrtoint ptr {ptr} to i64')}, ptr {q}, align 8")
-        fn = b.op(f"inttoptr i64 {self.dispatch_word} to ptr")
-        rc = b.op(f"call i32 {fn}(i64 {k}, ptr %status)")
-        self.propagate_status(rc, "rg")
-        b.br(done)
-        b.block(other)
-        self.serial_loop(n, ctx)
-        b.br(done)
-        b.block(done)
-
-    def _begin_function(self, private: set, pin_mxcsr: bool = True) -> dict:
-        """Fresh per-function state and the entry code every function shares: MXCSR pinned (not in
-        parts.py's functions, which only the pinned ones call), the status words read. Buffer pointers
-        (private buffers in the thread's own arena) are made in the entry block on first use, so a
-        function costs nothing for the buffers it does not touch."""
-        self.b = b = FnBuilder()
-        self.ptrs, self.allocas, self.ptr_lines = {}, [], []
-        self.private = private
-        self.row = self.row_value = None
-        self.pin_mxcsr = pin_mxcsr and self.x86
-        if self.pin_mxcsr:
-            self.declare("declare void @llvm.x86.sse.stmxcsr(ptr)")
-            self.declare("declare void @llvm.x86.sse.ldmxcsr(ptr)")
-            b.emit("%mxcsr.saved = alloca i32, align 4")
-            b.emit("%mxcsr.new = alloca i32, align 4")
-            b.emit("call void @llvm.x86.sse.stmxcsr(ptr %mxcsr.saved)")
-            b.emit("store i32 8064, ptr %mxcsr.new, align 4")       # 0x1F80: masked, RNE, no FTZ/DAZ
-            b.emit("call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.new)")
-        words = {}
-        for name, k in (("lo", STATUS_PROG_LO), ("hi", STATUS_PROG_HI), ("stop", STATUS_STOP),
-                        ("phases", STATUS_PHASES), ("parena", STATUS_PRIVATE_ARENA), ("dispatch", STATUS_DISPATCH)):
-            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
-            words[name] = b.op(f"load i64, ptr {q}, align 8")
-        own = b.op(f"icmp ne i64 {words['parena']}, 0")
-        pa = b.op(f"inttoptr i64 {words['parena']} to ptr")
-        b.emit(f"%parena = select i1 {own}, ptr {pa}, ptr %arena")
-        self.ptr_at = len(b.lines)
-        b.lines.append("")                        # the buffer pointers this function uses (base_ptr)
-        self.stop_ptr = b.op(f"inttoptr i64 {words['stop']} to ptr")
-        self.has_stop = b.op(f"icmp ne i64 {words['stop']}, 0")
-        self.dispatch_word = words["dispatch"]
-        return words
-
-    def _end_function(self, name: str, args_noalias: bool, params: str = "", linkage: str = "",
-                      attrs: str = "") -> str:
-        b = self.b
-        b.lines[self.ptr_at] = "\n".join(self.ptr_lines)
-        restore = "  call void @llvm.x86.sse.ldmxcsr(ptr %mxcsr.saved)\n" if self.pin_mxcsr else ""
-        body = b.text().replace("entry:", "entry:\n" + "\n".join(self.allocas), 1) if self.allocas else b.text()
-        na = "noalias " if args_noalias else ""
-        text = [f"define {linkage}i32 @{name}(ptr {na}%args, ptr noalias %arena, ptr noalias %status, "
-                f"ptr %print_cb{params}){attrs} {{",
-                body,
-                restore + "  ret i32 0",
-                "fail_exit:",
-                restore + "  ret i32 1",
-                "stop_exit:",
-                restore + "  ret i32 2",
-                "}", ""]
-        return "\n".join(text)
-
-    def _region_function(self, k: int, loop: ir.Loop) -> str:
-        """@nkl_region_<k>: iterations [lo, hi) of the region loop, enclosing loop values from the
-        status words, the loop's own tiles in this thread's arena, everything else in the caller's."""
-        private = {self.root(i.out.buffer) for i, _ in ir.walk(loop.body) if i.op == "alloc"}
-        words = self._begin_function(private)
-        b = self.b
-        names = self.region_names[k]
-        env = {}
-        for j, name in enumerate(names):
-            q = b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_REGION_ENV + j}")
-            env[name] = b.op(f"load i64, ptr {q}, align 8")
-        count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
-        self.in_region = True
-        try:
-            with b.loop(count, "rl") as i:
-                self.stop_check()
-                idx = b.op(f"add nsw i64 {i}, {words['lo']}")
-                self.run_nodes(loop.body, _Ctx({**env, loop.var: idx}, names + [loop.var]))
-        finally:
-            self.in_region = False
-        return self._end_function(f"nkl_region_{k}", args_noalias=False)
+            F.stop_check(self)
+            self.run_nodes(n.body, LoopEnv({**ctx.env, n.var: i}, ctx.names + [n.var]))
 
     def generate(self) -> Generated:
-        from ..parallel import private_buffers, program_space, regions
         region_loops = regions(self.k)
         self.regions = {id(lp): k for k, lp in enumerate(region_loops)}
         pvars, extents, pbody, prologue, epilogue = program_space(self.k)
-        words = self._begin_function(private_buffers(self.k))
+        words = F.begin(self, private_buffers(self.k))
         b = self.b
         # phases (lower/parallel.py): prologue; programs [lo, hi) in row-major linear order — SPMD
         # instances, or the iterations of the kernel's last top-level affine_range loop (the runtime
@@ -587,32 +484,32 @@ class Emitter:
             masked = b.op(f"and i64 {phases}, {bit}")
             return b.if_(b.op(f"icmp ne i64 {masked}, 0"), f"ph{bit}_")
         with phase(1):
-            self.run_nodes(prologue, _Ctx({}, []))
+            self.run_nodes(prologue, LoopEnv({}, []))
         count = b.op(f"sub nsw i64 {words['hi']}, {words['lo']}")
         with phase(2), b.loop(count, "g") as i:
             lin = b.op(f"add nsw i64 {i}, {words['lo']}")
-            self.stop_check()
+            F.stop_check(self)
             env, rem = {}, lin
             for g in reversed(range(len(pvars))):
                 env[pvars[g]] = b.op(f"urem i64 {rem}, {extents[g]}") if g > 0 else rem
                 if g > 0:
                     rem = b.op(f"udiv i64 {rem}, {extents[g]}")
-            self.run_nodes(pbody, _Ctx(env, list(pvars)))
+            self.run_nodes(pbody, LoopEnv(env, list(pvars)))
         with phase(4):
-            self.run_nodes(epilogue, _Ctx({}, []))
-        text = ["; nki_lite kernel " + self.k.name, self._end_function("nkl_kernel", args_noalias=True)]
+            self.run_nodes(epilogue, LoopEnv({}, []))
+        text = ["; nki_lite kernel " + self.k.name, F.end(self, "nkl_kernel", args_noalias=True)]
         trips = []
         for k, loop in enumerate(region_loops):
-            if k not in self.region_names:         # not reached by the code generator: never dispatched
+            if k not in self.mod.region_names:         # not reached by the code generator: never dispatched
                 trips.append(0)
                 continue
-            text.append(self._region_function(k, loop))
+            text.append(F.region_function(self, k, loop))
             trips.append(loop.trip)
-        text += self.part_texts
-        text += sorted(self.declares)
-        text += list(self.functions.values())
-        return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.sites),
-                         tuple(self.site_names), self.needs_print, tuple(trips))
+        text += self.mod.part_texts
+        text += sorted(self.mod.declares)
+        text += list(self.mod.functions.values())
+        return Generated("\n".join(text) + "\n", self.arg_buffers, self.arena_bytes, tuple(self.mod.sites),
+                         tuple(self.mod.site_names), self.mod.needs_print, tuple(trips))
 
 
 def _align(n: int, a: int = 64) -> int:
@@ -629,15 +526,11 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
     """(argument buffers, arena bytes) that `generate(kernel, debug)` produces, without emitting code
     (the disk cache checks a stored entry's metadata against them)."""
     from . import rules_common, rules_compute, rules_data, rules_indirect, rules_reduce  # noqa: F401 - register rules
-    from .forward import prepare
-    em = Emitter(prepare(kernel)[0], debug)
+    em = Emitter(run_backend(kernel, "llvm")[0], debug)
     return em.arg_buffers, em.arena_bytes
 
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_indirect, rules_reduce  # noqa: F401 - register rules
-    from .forward import prepare
-    prepared, origin = prepare(kernel)
-    em = Emitter(prepared, debug, vectorize)
-    em.origin = origin
-    return em.generate()
+    prepared, origin = run_backend(kernel, "llvm")
+    return Emitter(prepared, debug, vectorize, origin).generate()

@@ -92,13 +92,9 @@ def plan(nodes, roots) -> list:
     return out
 
 
-def emit_run(em, run: list, ctx, reads: Counter) -> None:
-    from .rules_common import VECTOR_WIDTH, _vectorizable
-    B = em.b
-    allocs = [n for n in run if n.op == "alloc"]
-    members = [n for n in run if n.op != "alloc"]
-    for a in allocs:
-        OPS["alloc"].rules["llvm"](em, a, ctx)
+def _elided(em, members: list, reads: Counter) -> set:
+    """Temporaries of a run that are never stored: only members write and read them (each written
+    once, through its whole tile), and no member reads one before the run writes it."""
     # per-run facts gathered in one pass (each member is looked at a bounded number of times: the
     # compile time of a run is linear in its length)
     in_run: Counter = Counter()
@@ -109,7 +105,6 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
                 in_run[o.buffer] += 1
                 first_read.setdefault(o.buffer, k)
     writes = Counter(m.out.buffer for m in members)
-    last_write = {m.out: k for k, m in enumerate(members)}   # output access -> last member writing it
 
     def read_first(k: int) -> bool:
         """Member k's output buffer is read by member k itself or an earlier member: that read sees
@@ -117,19 +112,34 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
         buffer is live after the run too."""
         return first_read.get(members[k].out.buffer, len(members)) <= k
 
-    elided = {m.out.buffer for k, m in enumerate(members[:-1])
-              if em.bufs[m.out.buffer].kind == "local" and em.bufs[m.out.buffer].space != ir.Space.HBM
-              and reads[m.out.buffer] == in_run[m.out.buffer] and m.out == ir.Access.full(em.bufs[m.out.buffer])
-              and writes[m.out.buffer] == 1 and not read_first(k)}
+    return {m.out.buffer for k, m in enumerate(members[:-1])
+            if em.bufs[m.out.buffer].kind == "local" and em.bufs[m.out.buffer].space != ir.Space.HBM
+            and reads[m.out.buffer] == in_run[m.out.buffer] and m.out == ir.Access.full(em.bufs[m.out.buffer])
+            and writes[m.out.buffer] == 1 and not read_first(k)}
+
+
+def _captured(em, members: list, ctx) -> list:
+    """(member, inputs, value function) per member: each rule runs in capturing mode and hands over
+    its value function instead of emitting."""
     items = []
-    for m in members:                                      # the rules hand over their value functions
-        em.capturing = []
-        try:
+    for m in members:
+        with em.context(capturing=[]) as cx:
             OPS[m.op].rules["llvm"](em, m, ctx)
-            (ins, value_fn), = em.capturing
-        finally:
-            em.capturing = None
+        (ins, value_fn), = cx.capturing
         items.append((m, ins, value_fn))
+    return items
+
+
+def emit_run(em, run: list, ctx, reads: Counter) -> None:
+    from .rules_common import VECTOR_WIDTH, _vectorizable
+    B = em.b
+    allocs = [n for n in run if n.op == "alloc"]
+    members = [n for n in run if n.op != "alloc"]
+    for a in allocs:
+        OPS["alloc"].rules["llvm"](em, a, ctx)
+    elided = _elided(em, members, reads)
+    last_write = {m.out: k for k, m in enumerate(members)}   # output access -> last member writing it
+    items = _captured(em, members, ctx)
     slows = [em.check_bounds(m, ctx, [m.out] + list(ins), None) for m, ins, _ in items]
     slows = [x for x in slows if x is not None]
     mask = members[0].mask
@@ -142,15 +152,12 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
     overwritten = {k for k, m in enumerate(members) if last_write[m.out] > k}
 
     def body(env):
-        em.fused = {}
-        try:
+        with em.context(fused={}) as cx:
             for k, (m, ins, fn) in enumerate(items):
                 v = fn(env)
                 if m.out.buffer not in elided and k not in overwritten:
                     em.store_raw(m.out, env, v)
-                em.fused[m.out] = v
-        finally:
-            em.fused = None
+                cx.fused[m.out] = v
 
     def fused_loops():
         with em.partitions(shape[0], "fp") as p:
@@ -161,12 +168,8 @@ def emit_run(em, run: list, ctx, reads: Counter) -> None:
                 with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
                     live = em.mask_value(mask, env)            # uniform along the vector axis
                     with (B.if_(live, "fm") if live is not None else contextlib.nullcontext()):
-                        with B.loop(nv, "fv") as c:
-                            em.W, em.vaxis = VECTOR_WIDTH, vax
-                            try:
-                                body({**env, vax: B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")})
-                            finally:
-                                em.W, em.vaxis = 1, None
+                        with B.loop(nv, "fv") as c, em.context(W=VECTOR_WIDTH, vaxis=vax):
+                            body({**env, vax: B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")})
                         if n % VECTOR_WIDTH:
                             with B.loop(n - nv * VECTOR_WIDTH, "ft") as t:
                                 body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})

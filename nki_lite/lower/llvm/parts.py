@@ -22,6 +22,8 @@ Contract:
 from __future__ import annotations
 
 from ...core import ir
+from . import functions as F
+from .context import LoopEnv
 
 PART_WEIGHT = 64
 
@@ -52,25 +54,19 @@ def split(em, nodes) -> list[list]:
     return parts
 
 
-_STATE = ("b", "ptrs", "allocas", "ptr_lines", "ptr_at", "private", "row", "row_value", "pin_mxcsr",
-          "stop_ptr", "has_stop", "dispatch_word")
-
-
 def emit_call(em, part: list, ctx) -> None:
-    from .codegen import _Ctx
-    name = f"nkl_part_{len(em.part_texts)}"
-    em.part_texts.append("")                       # reserve the index (nested parts append after it)
-    index = len(em.part_texts) - 1
-    saved = {k: getattr(em, k) for k in _STATE}
-    em._begin_function(saved["private"], pin_mxcsr=False)
+    name = f"nkl_part_{len(em.mod.part_texts)}"
+    em.mod.part_texts.append("")                       # reserve the index (nested parts append after it)
+    index = len(em.mod.part_texts) - 1
+    caller, row_value = em.fn, em.row_value          # the caller's function state comes back afterwards
+    F.begin(em, caller.private, pin_mxcsr=False)
     env = {n: f"%env{j}" for j, n in enumerate(ctx.names)}
-    em.run_nodes(part, _Ctx(env, list(ctx.names)))
+    em.run_nodes(part, LoopEnv(env, list(ctx.names)))
     params = "".join(f", i64 %env{j}" for j in range(len(ctx.names)))
-    em.part_texts[index] = em._end_function(name, args_noalias=False, params=params, linkage="internal ",
+    em.mod.part_texts[index] = F.end(em, name, args_noalias=False, params=params, linkage="internal ",
                                             attrs=" noinline")
-    for k, v in saved.items():
-        setattr(em, k, v)
+    em.fn, em.row_value = caller, row_value
     b = em.b
     args = "".join(f", i64 {ctx.env[n]}" for n in ctx.names)
     rc = b.op(f"call i32 @{name}(ptr %args, ptr %arena, ptr %status, ptr %print_cb{args})")
-    em.propagate_status(rc, "pt")
+    F.propagate_status(em, rc, "pt")

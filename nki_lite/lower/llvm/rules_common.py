@@ -153,6 +153,12 @@ class Lanes:
         old = B.op(f"load float, ptr {p}, align 4")
         B.emit(f"store float {alu_op(self.em, self.op, old, val, 'f32')}, ptr {p}, align 4")
 
+    def add_chunk(self, val: str) -> None:
+        """lanes = op(lanes, val) for one <16 x float> chunk (its elements are the lanes)."""
+        B, VT = self.em.b, f"<{LANES} x float>"
+        old = B.op(f"load {VT}, ptr {self.ptr}, align 64")
+        B.emit(f"store {VT} {alu_op(self.em, self.op, old, val, 'f32')}, ptr {self.ptr}, align 64")
+
     def combine(self) -> str:
         B = self.em.b
         vals = []
@@ -299,18 +305,13 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
             with B.loop(nv, "vc") as c:
                 start = B.op(f"mul nsw i64 {c}, {VECTOR_WIDTH}")
                 venv = {**env, vax: start}
-                em.W, em.vaxis = VECTOR_WIDTH, vax
-                try:
+                with em.context(W=VECTOR_WIDTH, vaxis=vax):
                     em.row_value = None
                     v = value_fn(venv)
                     em.store_raw(dst, venv, v)
                     if lanes:
-                        VT = f"<{VECTOR_WIDTH} x float>"
-                        old = B.op(f"load {VT}, ptr {lanes.ptr}, align 64")
-                        B.emit(f"store {VT} {alu_op(em, lanes.op, old, em.row_value, 'f32')}, ptr {lanes.ptr}, align 64")
+                        lanes.add_chunk(em.row_value)
                         rows.mark()
-                finally:
-                    em.W, em.vaxis = 1, None
             if n % VECTOR_WIDTH:
                 with B.loop(n - nv * VECTOR_WIDTH, "vt") as t:
                     scalar_body({**env, vax: B.op(f"add nsw i64 {t}, {nv * VECTOR_WIDTH}")})
@@ -322,34 +323,51 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
             rows.reset()
         if vec:
             with em.elements(shape, env0, start=1, stop=len(shape) - 1) as env:
-                if slow is not None:                      # masked with a possible out-of-bounds: check per element
-                    fast = B.op(f"xor i1 {slow}, true")
-                    then, other, done = B.new_label("vf"), B.new_label("vs"), B.new_label("vd")
-                    B.cond_br(fast, then, other)
-                    B.block(then)
-                    vector_row(env)
-                    B.br(done)
-                    B.block(other)
-                    with B.loop(shape[-1], "sl") as i:
-                        scalar_body({**env, axis_var(len(shape) - 1): i})
-                    B.br(done)
-                    B.block(done)
-                else:
-                    vector_row(env)
+                _vector_or_checked(em, slow, shape, env, vector_row, scalar_body)
         else:
             with em.elements(shape, env0, start=1) as env:
                 scalar_body(env)
         if lanes:
-            r = lanes.combine()
-            racc = instr.outs[1]
-            renv = {**ctx.env, axis_var(0): p, axis_var(1): "0"}
-            with rows.guard():
-                em.store_raw(racc, renv, em.from_f32(em.canon(r), em.dtype(racc)))
+            _store_reduction(em, instr.outs[1], {**ctx.env, axis_var(0): p, axis_var(1): "0"}, lanes, rows)
     if two_phase:
-        with em.elements(shape, ctx.env) as env:
-            live = em.mask_value(instr.mask, env)
-            with (B.if_(live, "m2") if live is not None else contextlib.nullcontext()):
-                off = em.affine(flat, env)
-                q = B.op(f"getelementptr inbounds {ty}, ptr {em.scratch_ptr()}, i64 {off}")
-                v = B.op(f"load {ty}, ptr {q}, align {item}")
-                em.store_raw(dst, env, v)
+        _copy_back(em, instr, ctx, flat, ty, item)
+
+
+def _store_reduction(em, racc: ir.Access, renv: dict, lanes: Lanes, rows: RowAny) -> None:
+    """A row reduction's result (lanes combined, canonicalised) into its [P, 1] output."""
+    r = lanes.combine()
+    with rows.guard():
+        em.store_raw(racc, renv, em.from_f32(em.canon(r), em.dtype(racc)))
+
+
+def _vector_or_checked(em, slow, shape, env, vector_row, scalar_body) -> None:
+    """One row of a vectorised elementwise instruction: the vector code, or — masked with a
+    possible out-of-bounds element (`slow`) — a branch to the per-element checked scalar loop."""
+    if slow is None:
+        vector_row(env)
+        return
+    B = em.b
+    fast = B.op(f"xor i1 {slow}, true")
+    then, other, done = B.new_label("vf"), B.new_label("vs"), B.new_label("vd")
+    B.cond_br(fast, then, other)
+    B.block(then)
+    vector_row(env)
+    B.br(done)
+    B.block(other)
+    with B.loop(shape[-1], "sl") as i:
+        scalar_body({**env, axis_var(len(shape) - 1): i})
+    B.br(done)
+    B.block(done)
+
+
+def _copy_back(em, instr, ctx, flat, ty: str, item: int) -> None:
+    """Second phase of an aliased elementwise instruction: the scratch copy into the destination."""
+    B = em.b
+    dst = instr.outs[0]
+    with em.elements(dst.shape, ctx.env) as env:
+        live = em.mask_value(instr.mask, env)
+        with (B.if_(live, "m2") if live is not None else contextlib.nullcontext()):
+            off = em.affine(flat, env)
+            q = B.op(f"getelementptr inbounds {ty}, ptr {em.scratch_ptr()}, i64 {off}")
+            v = B.op(f"load {ty}, ptr {q}, align {item}")
+            em.store_raw(dst, env, v)

@@ -168,11 +168,8 @@ def _to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
         if nv:
             with B.loop(nv, "dc") as c:
                 start = B.op(f"mul nsw i64 {c}, {LANES}")
-                em.W, em.vaxis = LANES, axis_var(1)
-                try:
+                with em.context(W=LANES, vaxis=axis_var(1)):
                     v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): start}, "f32")
-                finally:
-                    em.W, em.vaxis = 1, None
                 q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {start}')}")
                 B.emit(f"store <{LANES} x float> {v}, ptr {q}, align 4")
         if C - nv * LANES:
@@ -219,31 +216,56 @@ def _matmul(em, instr, ctx):
     """acc[m,n] starts at the PSUM value (accumulate) or the first product, then adds products in
     k order (fused multiply-add for fp32 inputs); finally canonicalise and store. Operands are
     widened to fp32 once; the n loop runs 16 columns at a time (each element's k order unchanged)."""
-    B = em.b
-    dst = instr.out
-    s_acc, m_acc = instr.ins
-    K, M = s_acc.shape
-    N = m_acc.shape[1]
-    em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
-    fused = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
-    acc_base = em.scratch_ptr()
-    s_base, s_stride = _f32_view(em, s_acc, ctx.env, em.scratch_ptr(M * N * 4))
-    m_base, m_stride = _f32_view(em, m_acc, ctx.env, em.scratch_ptr(M * N * 4 + K * M * 4))
-    nv = N // LANES if em.vectorize else 0
-    VT = f"<{LANES} x float>"
-    if fused:
-        em.declare("declare float @llvm.fma.f32(float, float, float)")
-        em.declare(f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})")
+    mm = _Matmul(em, instr, ctx)
+    mm.init_rows()
+    if mm.K > mm.start:
+        MR, NR = _block_shape(mm.M, mm.N)
+        if em.vectorize and MR:
+            mb, nb = mm.micro_kernel(MR, NR)
+            mm.generic((0, mb), (nb, mm.N))      # right edge of the blocked rows
+            mm.generic((mb, mm.M), (0, mm.N))    # bottom rows
+        else:
+            mm.generic((0, mm.M), (0, mm.N))
+    mm.finish_rows()
 
-    def at(base, row, ncols, col):
+
+class _Matmul:
+    """The pieces of one nc_matmul's code: fp32 accumulators in scratch (`acc_base`, M x N), fp32
+    views of both operands, the 16-wide column loops."""
+
+    def __init__(self, em, instr, ctx):
+        self.em, self.B, self.ctx = em, em.b, ctx
+        self.dst = dst = instr.out
+        s_acc, m_acc = instr.ins
+        self.K, self.M = K, M = s_acc.shape
+        self.N = N = m_acc.shape[1]
+        em.check_bounds(instr, ctx, (dst, s_acc, m_acc), None)
+        self.fma = em.dtype(s_acc) == "float32" or em.dtype(m_acc) == "float32"
+        self.acc_base = em.scratch_ptr()
+        self.s_base, self.s_stride = _f32_view(em, s_acc, ctx.env, em.scratch_ptr(M * N * 4))
+        self.m_base, self.m_stride = _f32_view(em, m_acc, ctx.env, em.scratch_ptr(M * N * 4 + K * M * 4))
+        self.nv = N // LANES if em.vectorize else 0
+        VT = f"<{LANES} x float>"
+        if self.fma:
+            em.declare("declare float @llvm.fma.f32(float, float, float)")
+            em.declare(f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})")
+        self.dst_vec = em.flat_index(dst).coeff(axis_var(1)) == 1     # PSUM row contiguous: vector init/finish
+        self.accumulate = bool(instr.attr("accumulate"))
+        self.start = 0 if self.accumulate else 1
+
+    def at(self, base, row, ncols, col):
+        B = self.B
         off = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {row}, {ncols}')}, {col}")
         return B.op(f"getelementptr inbounds float, ptr {base}, i64 {off}")
 
-    dst_vec = em.flat_index(dst).coeff(axis_var(1)) == 1     # PSUM row contiguous: vector init/finish
+    @staticmethod
+    def ty(w):
+        return f"<{LANES} x float>" if w > 1 else "float"
 
-    def over_n(body, vec=True):
+    def over_n(self, body, vec=True):
         """body(col, width) for 16-wide chunks then the scalar tail."""
-        n16 = nv if vec else 0
+        B, N = self.B, self.N
+        n16 = self.nv if vec else 0
         if n16:
             with B.loop(n16, "mv") as c:
                 body(B.op(f"mul nsw i64 {c}, {LANES}"), LANES)
@@ -251,56 +273,54 @@ def _matmul(em, instr, ctx):
             with B.loop(N - n16 * LANES, "mt") as t:
                 body(B.op(f"add nsw i64 {t}, {n16 * LANES}"), 1)
 
-    def ty(w):
-        return VT if w > 1 else "float"
-
-    accumulate = bool(instr.attr("accumulate"))
-    with B.loop(M, "mm") as m:
-        if accumulate:
-            def init(col, w):
-                em.W, em.vaxis = w, (axis_var(1) if w > 1 else None)
-                try:
-                    v = em.operand(dst, {**ctx.env, axis_var(0): m, axis_var(1): col}, "f32")
-                finally:
-                    em.W, em.vaxis = 1, None
-                B.emit(f"store {ty(w)} {v}, ptr {at(acc_base, m, N, col)}, align 4")
-            over_n(init, dst_vec)
-        else:
-            s0 = B.op(f"load float, ptr {at(s_base, '0', s_stride, m)}, align 4")
-
-            def init(col, w):
-                sv = s0 if w == 1 else _splat(em, s0)
-                mv = B.op(f"load {ty(w)}, ptr {at(m_base, '0', m_stride, col)}, align 4")
-                B.emit(f"store {ty(w)} {B.op(f'fmul {ty(w)} {sv}, {mv}')}, ptr {at(acc_base, m, N, col)}, align 4")
-            over_n(init)
-    start = 0 if accumulate else 1
-
-    def mac(sv, mv, old, w):
+    def mac(self, sv, mv, old, w):
         """old + sv*mv: one fused multiply-add for fp32 inputs, else multiply then add (both exact
         per the contract: narrower inputs have exact fp32 products)."""
-        if fused:
+        B, ty = self.B, self.ty
+        if self.fma:
             fn = "llvm.fma.f32" if w == 1 else f"llvm.fma.v{LANES}f32"
             return B.op(f"call {ty(w)} @{fn}({ty(w)} {sv}, {ty(w)} {mv}, {ty(w)} {old})")
         return B.op(f"fadd {ty(w)} {old}, {B.op(f'fmul {ty(w)} {sv}, {mv}')}")
 
-    def generic(rows: tuple[int, int], cols: tuple[int, int]):
+    def init_rows(self):
+        """The accumulators start at the PSUM value (accumulate) or the k = 0 product."""
+        em, B, ty, at, N = self.em, self.B, self.ty, self.at, self.N
+        with B.loop(self.M, "mm") as m:
+            if self.accumulate:
+                def init(col, w):
+                    with em.context(W=w, vaxis=(axis_var(1) if w > 1 else None)):
+                        v = em.operand(self.dst, {**self.ctx.env, axis_var(0): m, axis_var(1): col}, "f32")
+                    B.emit(f"store {ty(w)} {v}, ptr {at(self.acc_base, m, N, col)}, align 4")
+                self.over_n(init, self.dst_vec)
+            else:
+                s0 = B.op(f"load float, ptr {at(self.s_base, '0', self.s_stride, m)}, align 4")
+
+                def init(col, w):
+                    sv = s0 if w == 1 else _splat(em, s0)
+                    mv = B.op(f"load {ty(w)}, ptr {at(self.m_base, '0', self.m_stride, col)}, align 4")
+                    B.emit(f"store {ty(w)} {B.op(f'fmul {ty(w)} {sv}, {mv}')}, ptr {at(self.acc_base, m, N, col)}, "
+                           "align 4")
+                self.over_n(init)
+
+    def generic(self, rows: tuple[int, int], cols: tuple[int, int]):
         """acc[rows, cols] += over k, accumulators in memory (16-wide along n, scalar tail)."""
+        em, B, ty, at, N = self.em, self.B, self.ty, self.at, self.N
         (r0, r1), (c0, c1) = rows, cols
         if r1 <= r0 or c1 <= c0:
             return
         n16 = (c1 - c0) // LANES if em.vectorize else 0
-        with B.loop(K - start, "mk") as k0:
-            k = B.op(f"add nsw i64 {k0}, {start}")
+        with B.loop(self.K - self.start, "mk") as k0:
+            k = B.op(f"add nsw i64 {k0}, {self.start}")
             with B.loop(r1 - r0, "mm") as mi:
                 m = B.op(f"add nsw i64 {mi}, {r0}")
-                s1 = B.op(f"load float, ptr {at(s_base, k, s_stride, m)}, align 4")
+                s1 = B.op(f"load float, ptr {at(self.s_base, k, self.s_stride, m)}, align 4")
                 s16 = _splat(em, s1) if n16 else None
 
                 def step(col, w):
-                    q = at(acc_base, m, N, col)
+                    q = at(self.acc_base, m, N, col)
                     old = B.op(f"load {ty(w)}, ptr {q}, align 4")
-                    mv = B.op(f"load {ty(w)}, ptr {at(m_base, k, m_stride, col)}, align 4")
-                    B.emit(f"store {ty(w)} {mac(s1 if w == 1 else s16, mv, old, w)}, ptr {q}, align 4")
+                    mv = B.op(f"load {ty(w)}, ptr {at(self.m_base, k, self.m_stride, col)}, align 4")
+                    B.emit(f"store {ty(w)} {self.mac(s1 if w == 1 else s16, mv, old, w)}, ptr {q}, align 4")
                 if n16:
                     with B.loop(n16, "gv") as c:
                         step(B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {LANES}')}, {c0}"), LANES)
@@ -308,9 +328,11 @@ def _matmul(em, instr, ctx):
                     with B.loop((c1 - c0) - n16 * LANES, "gt") as t:
                         step(B.op(f"add nsw i64 {t}, {c0 + n16 * LANES}"), 1)
 
-    def micro_kernel(MR: int, NR: int):
+    def micro_kernel(self, MR: int, NR: int):
         """Register-blocked MR x (NR*16) blocks: accumulators stay in registers across the whole k
         loop (an alloca with constant indices that LLVM promotes), each element still summed in k order."""
+        em, B, at, M, N = self.em, self.B, self.at, self.M, self.N
+        VT = f"<{LANES} x float>"
         nbm, nbn = M // MR, N // (NR * LANES)
         accs = em.entry_alloca(f"[{MR * NR} x {VT}]", "uk")
 
@@ -324,45 +346,36 @@ def _matmul(em, instr, ctx):
                 cols = [B.op(f"add nsw i64 {n0}, {j * LANES}") for j in range(NR)]
                 for i in range(MR):
                     for j in range(NR):
-                        v = B.op(f"load {VT}, ptr {at(acc_base, rows[i], N, cols[j])}, align 4")
+                        v = B.op(f"load {VT}, ptr {at(self.acc_base, rows[i], N, cols[j])}, align 4")
                         B.emit(f"store {VT} {v}, ptr {slot(i, j)}, align 64")
-                with B.loop(K - start, "uk") as k0:
-                    k = B.op(f"add nsw i64 {k0}, {start}")
-                    bv = [B.op(f"load {VT}, ptr {at(m_base, k, m_stride, cols[j])}, align 4") for j in range(NR)]
+                with B.loop(self.K - self.start, "uk") as k0:
+                    k = B.op(f"add nsw i64 {k0}, {self.start}")
+                    bv = [B.op(f"load {VT}, ptr {at(self.m_base, k, self.m_stride, cols[j])}, align 4")
+                          for j in range(NR)]
                     for i in range(MR):
-                        a = _splat(em, B.op(f"load float, ptr {at(s_base, k, s_stride, rows[i])}, align 4"))
+                        a = _splat(em, B.op(f"load float, ptr {at(self.s_base, k, self.s_stride, rows[i])}, align 4"))
                         for j in range(NR):
                             q = slot(i, j)
                             old = B.op(f"load {VT}, ptr {q}, align 64")
-                            B.emit(f"store {VT} {mac(a, bv[j], old, LANES)}, ptr {q}, align 64")
+                            B.emit(f"store {VT} {self.mac(a, bv[j], old, LANES)}, ptr {q}, align 64")
                 for i in range(MR):
                     for j in range(NR):
                         v = B.op(f"load {VT}, ptr {slot(i, j)}, align 64")
-                        B.emit(f"store {VT} {v}, ptr {at(acc_base, rows[i], N, cols[j])}, align 4")
+                        B.emit(f"store {VT} {v}, ptr {at(self.acc_base, rows[i], N, cols[j])}, align 4")
         return nbm * MR, nbn * NR * LANES
 
-    if K > start:
-        MR, NR = _block_shape(M, N)
-        if em.vectorize and MR:
-            mb, nb = micro_kernel(MR, NR)
-            generic((0, mb), (nb, N))      # right edge of the blocked rows
-            generic((mb, M), (0, N))       # bottom rows
-        else:
-            generic((0, M), (0, N))
-    with B.loop(M, "mm") as m:
-        def fin(col, w):
-            v = B.op(f"load {ty(w)}, ptr {at(acc_base, m, N, col)}, align 4")
-            em.W, em.vaxis = w, (axis_var(1) if w > 1 else None)
-            try:
-                em.store_raw(dst, {**ctx.env, axis_var(0): m, axis_var(1): col}, _finish(em, dst, v, "f32"))
-            finally:
-                em.W, em.vaxis = 1, None
-        over_n(fin, dst_vec)
+    def finish_rows(self):
+        """Canonicalise each accumulator and store it to the destination's dtype."""
+        em, B = self.em, self.B
+        with B.loop(self.M, "mm") as m:
+            def fin(col, w):
+                v = B.op(f"load {self.ty(w)}, ptr {self.at(self.acc_base, m, self.N, col)}, align 4")
+                with em.context(W=w, vaxis=(axis_var(1) if w > 1 else None)):
+                    em.store_raw(self.dst, {**self.ctx.env, axis_var(0): m, axis_var(1): col},
+                                 _finish(em, self.dst, v, "f32"))
+            self.over_n(fin, self.dst_vec)
 
 
 def _splat(em, scalar: str) -> str:
-    em.W = LANES
-    try:
+    with em.context(W=LANES):
         return em.broadcast(scalar, "float")
-    finally:
-        em.W = 1

@@ -66,7 +66,7 @@ def _move(em, instr, ctx, src: ir.Access):
 
 @rule("llvm", "dma_copy")
 def _dma(em, instr, ctx):
-    if instr.attr("forwarded"):          # readers address the source directly (lower/llvm/forward.py)
+    if instr.attr("forwarded"):          # readers address the source directly (pass forward-loads, lower/passes/forward_loads.py)
         em.check_bounds(instr, ctx, (instr.out, instr.ins[0]), None)
         return
     _move(em, instr, ctx, instr.ins[0])
@@ -150,4 +150,4 @@ def _device_print(em, instr, ctx):
         p = B.op(f"getelementptr inbounds i64, ptr %status, i64 {6 + k}")
         B.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
     B.emit(f"call void %print_cb(i64 {site}, ptr {em.scratch_ptr()})")
-    em.needs_print = True
+    em.mod.needs_print = True

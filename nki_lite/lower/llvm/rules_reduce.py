@@ -67,14 +67,11 @@ def _chunk_loop(em, src: ir.Access, env: dict, vax: str, nv: int, ways: int, sta
     B.cond_br(B.op(f"icmp slt i64 {c}, {nv // ways}"), body, done)
     B.block(body)
     nexts = []
-    em.W, em.vaxis = LANES, vax
-    try:
+    with em.context(W=LANES, vaxis=vax):
         for w in range(ways):
             chunk = B.op(f"add nsw i64 {B.op(f'mul nsw i64 {c}, {ways}')}, {w}")
             x = em.operand(src, {**env, vax: B.op(f"mul nsw i64 {chunk}, {LANES}")}, "f32")
             nexts.append(step(cur[w], x))
-    finally:
-        em.W, em.vaxis = 1, None
     B.emit(f"{c_next} = add nsw i64 {c}, 1")
     latch = B.block_name
     B.br(head)
@@ -85,13 +82,10 @@ def _chunk_loop(em, src: ir.Access, env: dict, vax: str, nv: int, ways: int, sta
             B.lines[k] = f"  {now} = phi {ty} [ {init}, %{pre} ], [ {nxt}, %{latch} ]"
             k += 1
     B.block(done)
-    em.W, em.vaxis = LANES, vax
-    try:
+    with em.context(W=LANES, vaxis=vax):
         for k in range(nv // ways * ways, nv):
             x = em.operand(src, {**env, vax: str(k * LANES)}, "f32")
             cur[0] = step(cur[0], x)
-    finally:
-        em.W, em.vaxis = 1, None
     return cur
 
 
@@ -103,12 +97,9 @@ def _exact_lanes(em, src, env, vax, nv, lanes: Lanes, init: str) -> str:
     copies = _chunk_loop(em, src, env, vax, nv, ways, [(VT, init)],
                          lambda v, x: [alu_op(em, lanes.op, v[0], x, "f32")])
     total = copies[0][0]
-    em.W = LANES
-    try:
+    with em.context(W=LANES):
         for c in copies[1:]:
             total = alu_op(em, lanes.op, total, c[0], "f32")
-    finally:
-        em.W = 1
     return total
 
 

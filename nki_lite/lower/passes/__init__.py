@@ -1,14 +1,6 @@
-"""Pure Kernel -> Kernel transforms run after tracing, before every backend.
+"""Kernel -> Kernel transforms, run in the order of `pipeline.PIPELINE` (pipeline.py holds the list,
+which backends each pass applies to, and the functions the runtime and the code generator call).
 
-Contract: each pass preserves the kernel's results bit for bit on every backend (tests compare the
-interpreter before and after). `run_default(kernel)` is the pipeline all backends see.
+Contract: each pass preserves the kernel's results bit for bit on every backend it applies to (tests
+compare the interpreter before and after).
 """
-from __future__ import annotations
-
-from ...core.ir import Kernel
-from .drop_empty import drop_empty
-from .fold_copies import fold_copies
-
-
-def run_default(kernel: Kernel) -> Kernel:
-    return fold_copies(drop_empty(kernel))

@@ -1,81 +1,23 @@
-"""JIT-only rewrites of a traced kernel before code generation. The interpreter and the engine model
-see the kernel as traced; these change neither a result bit nor an error report, only the work.
+"""The "forward-loads" pass (JIT only, lower/passes/pipeline.py): changes neither a result bit nor
+an error report, only the work.
 
-- `drop_true_masks`: a mask whose every comparison holds over the instruction's whole iteration
-  space is removed. Axis variables range over the instruction's operand shapes, loop variables over
-  their trip counts, SPMD program ids over the grid. A `valid = i*128 + ip < rows` mask on a
-  kernel whose rows are a multiple of 128 is the usual case; without the mask the instruction takes
-  the unmasked (vectorised, fusable) code path.
-- `forward_loads`: `t = load(x[view])` (an unmasked full copy from HBM into a fresh on-chip tile,
-  same dtype) followed in the same body by reads of t is rewritten so those reads address x[view]
-  directly, when x is never written by the kernel and t is written only by that copy. Reading the
-  source instead of its exact copy gives the same bits; the copy pass disappears (the source row is
-  in cache after its first reader). The copy stays in the body as a bounds check only
-  (attr `forwarded`), so an out-of-bounds load still fails at the load's line.
+`forward_loads(kernel, origin)`: `t = load(x[view])` (an unmasked full copy from HBM into a fresh
+on-chip tile, same dtype) followed in the same body by reads of t is rewritten so those reads
+address x[view] directly, when x is never written by the kernel and t is written only by that copy.
+Reading the source instead of its exact copy gives the same bits; the copy pass disappears (the
+source row is in cache after its first reader). The copy stays in the body as a bounds check only
+(attr `forwarded`), so an out-of-bounds load still fails at the load's line.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ...core import ir
-from ...core.affine import Affine, Mask, axis_var
+from ...core.affine import Affine, axis_var
 from ...core.ops import OPS, accumulates
+from .origin import replaced as _replaced
 
 
-def prepare(kernel: ir.Kernel) -> tuple[ir.Kernel, dict]:
-    """(rewritten kernel, {id(rewritten instruction): the traced instruction it replaces}); errors
-    and disk-cache entries name the traced instructions."""
-    origin: dict = {}
-    k = forward_loads(drop_true_masks(kernel, origin), origin)
-    return k, origin
-
-
-def _replaced(origin: dict, old: ir.Instr, new: ir.Instr) -> ir.Instr:
-    origin[id(new)] = origin.pop(id(old), old)
-    return new
-
-
-# ---------------------------------------------------------------- masks
-def _holds(lo: int, hi: int, op: str) -> bool:
-    return {"<": hi < 0, "<=": hi <= 0, ">": lo > 0, ">=": lo >= 0, "==": lo == hi == 0,
-            "!=": hi < 0 or lo > 0}[op]
-
-
-def _always_true(mask: Mask, instr: ir.Instr, loops: dict) -> bool:
-    ext = dict(loops)
-    for acc in list(instr.outs) + [o for o in instr.ins if isinstance(o, ir.Access)]:
-        for k, n in enumerate(acc.shape):                  # the widest shape: conservative
-            ext[axis_var(k)] = max(ext.get(axis_var(k), 1), n)
-    for c in mask.terms:
-        if not c.expr.vars() <= ext.keys():
-            return False
-        if not _holds(*c.expr.bounds(ext), c.op):
-            return False
-    return True
-
-
-def drop_true_masks(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
-    grid = {f"pid{g}": n for g, n in enumerate(kernel.grid or ())}
-
-    changed = []           # (not `body == kernel.body`: comparing deep loop nests recurses per level)
-
-    def visit(nodes, loops):
-        out = []
-        for n in nodes:
-            if isinstance(n, ir.Loop):
-                out.append(replace(n, body=tuple(visit(n.body, {**loops, n.var: n.trip}))))
-            elif n.mask is not None and _always_true(n.mask, n, loops):
-                out.append(_replaced(origin, n, replace(n, mask=None)))
-                changed.append(n)
-            else:
-                out.append(n)
-        return out
-
-    body = tuple(visit(kernel.body, grid))
-    return replace(kernel, body=body) if changed else kernel
-
-
-# ---------------------------------------------------------------- load forwarding
 def _compose(read: ir.Access, copy: ir.Instr) -> ir.Access:
     """The access of the copy's source that `read` (an access of the copy's destination) denotes."""
     src = copy.ins[0]

@@ -218,6 +218,30 @@ def test_gather_flattened_gathers_within_each_partition(mode):
     np.testing.assert_array_equal(gather_free(data, idx, mode=mode), np.take_along_axis(data, idx, axis=1))
 
 
+@nki.jit
+def by_assignment(src, offsets, idx):
+    n = offsets.shape[1]
+    out = nl.ndarray([src.shape[0] * 2, n], dtype=src.dtype, buffer=nl.shared_hbm)
+    sb = nl.load(src)
+    off = nl.load(offsets)
+    res = nl.ndarray([src.shape[0], n], dtype=src.dtype, buffer=nl.sbuf)
+    ix, iy = nl.mgrid[0:src.shape[0], 0:1]
+    for k in nl.affine_range(n):
+        res[ix, k] = sb[ix, off[0, k] + iy]                       # an on-chip dynamic copy
+    nl.store(out, value=nl.zeros((src.shape[0] * 2, n), dtype=src.dtype))
+    out[nl.load(idx), nl.arange(n)[None, :]] = res                 # an indirect store
+    return out
+
+
+def test_assignment_forms_move_through_indirect_views(mode):
+    src = f32(16, 30)
+    offs = RNG.integers(0, 30, (1, 5)).astype(np.int32)
+    idx = RNG.permutation(32)[:16].astype(np.int32).reshape(16, 1)
+    want = np.zeros((32, 5), np.float32)
+    want[idx[:, 0]] = src[:, offs[0]]
+    np.testing.assert_array_equal(by_assignment(src, offs, idx, mode=mode), want)
+
+
 # ------------------------------------------------------------------------------ errors at trace time
 
 def test_an_indirect_view_used_by_compute_is_an_error_at_the_line():

@@ -120,6 +120,9 @@ def assign(view: Tile, value) -> None:
     if isinstance(value, LoopReduce):          # dst[...] = nl.loop_reduce(x, ...): dst = op(x, dst)
         value.apply_into(view)
         return
+    if isinstance(value, Tile) and ops_indirect.is_indirect(view, value):
+        copy_into(view, value, loc)                # `hbm[idx, j] = t`, `sb[...] = sb2[ix, off + iy]`
+        return
     if isinstance(value, Tile):
         if not (isinstance(value, PendingMatmul) and value.consumed) and value.access == view.access:
             return  # `t[k] += v` already updated the view in place

@@ -6,9 +6,10 @@ Contract:
   `DynIndex` (such a tile plus an affine index expression, `offsets[0, k] + iy`). It returns the key
   with that entry replaced by its static part (an `Index` with the tile's layout, so advanced
   indexing sees the tile's axes) and the dynamic entry, or (key, None).
-- `IndirectView` (lang/tile.py, a Tile subclass) is the resulting view: its static access (the affine part, as any view), the
-  buffer dimension `dim` whose index gets the run-time value added, and `idx`, an access into the
-  index tile with the view's shape (the index tile broadcast over the view). Only the data-movement
+- `IndirectView` (lang/ops_indirect.py, a Tile subclass) is the resulting view: its static access
+  (the affine part, as any view), the buffer dimension `dim` whose index gets the run-time value
+  added, and `idx`, an access into the index tile with the view's shape (the index tile broadcast
+  over the view). Only the data-movement
   APIs take it (nl.load / nl.store / nisa.dma_copy / nl.atomic_rmw / nisa.tensor_copy_dynamic_src,
   through `indirect_parts`); any other use is NL-E504 at the line, so no op can silently read the
   static part alone.
@@ -68,7 +69,7 @@ def dyn_offset(tile, other, name: str, reverse: bool):
 
 def split_key(key: tuple, is_tile):
     """(key with the dynamic entry replaced by its static part, (position, tile)) or (key, None);
-    `is_tile(k)`: is k a tile that can hold indices (lang/tile.py's Tile, not an IndirectView)."""
+    `is_tile(k)`: is k a tile that can hold indices (a Tile that is not an IndirectView)."""
     pos = [d for d, k in enumerate(key) if isinstance(k, DynIndex) or is_tile(k)]
     if not pos:
         return key, None

@@ -20,10 +20,66 @@ from .index import arange
 from .isa_common import engine_name
 from .masks import to_mask
 from .memory import ON_CHIP, new_buffer, resolve_dtype
-from .tile import IndirectView, Tile, broadcast_access, indirect_parts
-from .tracer import attrs, current
+from . import indirect
+from .tile import Tile, broadcast_access, compose, provide_tile_ops
+from .tracer import Tracer, attrs, current
 
 _RMW_OPS = {"add"}
+
+
+class IndirectView(Tile):
+    """A view with a run-time offset on buffer dimension `dim`, read from access `idx` (lang/indirect.py).
+    Tile's indexing builds it through TILE_OPS["indirect_view"]."""
+
+    is_indirect = True
+
+    def __init__(self, tracer: Tracer, access: ir.Access, dtype: str, dim: int, idx: ir.Access):
+        super().__init__(tracer, access, dtype)
+        self.dim = dim
+        self.idx = idx
+
+    @staticmethod
+    def of(tile: Tile, key: tuple, dyn) -> "IndirectView":
+        pos, idx_tile = dyn
+        bd = indirect.dynamic_dim(tile.access, pos)
+        acc = compose(tile.access, key, tile._tracer)
+        idx = broadcast_access(idx_tile.access, acc.shape, "index tile")
+        return IndirectView(tile._tracer, acc, tile.dtype_name, bd, idx)
+
+    @property
+    def static_access(self) -> ir.Access:
+        return self._access
+
+    @property
+    def access(self) -> ir.Access:      # every op but the DMA family reads this: refuse at the line
+        raise indirect.use_error()
+
+    @property
+    def buf(self) -> ir.Buffer:
+        return self._tracer.buffers[self._access.buffer]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._access.shape
+
+    def __repr__(self) -> str:
+        return f"IndirectView({self._access}, dim={self.dim}, idx={self.idx})"
+
+    def __getitem__(self, key):
+        raise indirect.use_error()
+
+    def __setitem__(self, key, value):
+        raise indirect.use_error()
+
+
+def indirect_parts(t: Tile):
+    """(static access, index access or None, dynamic buffer dim or None) of a DMA operand."""
+    if isinstance(t, IndirectView):
+        return t.static_access, t.idx, t.dim
+    return t.access, None, None
+
+
+provide_tile_ops({"indirect_view": IndirectView.of})
 
 
 def rmw_name(op, loc) -> str:

@@ -59,6 +59,7 @@ class Tile:
     """A traced tensor or tile: a view into an HBM, SBUF or PSUM buffer."""
 
     __array_priority__ = 1000
+    is_indirect = False             # an IndirectView (lang/ops_indirect.py): only DMAs may take it
 
     def __init__(self, tracer: Tracer, access: ir.Access, dtype: str):
         self._tracer = tracer
@@ -119,8 +120,8 @@ class Tile:
     # ---- views
     def __getitem__(self, key) -> "Tile":
         key, dyn = indirect.split_key(key if isinstance(key, tuple) else (key,), _index_tile)
-        if dyn is not None:
-            return IndirectView.of(self, key, dyn)
+        if dyn is not None:          # a tile-valued index: lang/ops_indirect.py builds the view
+            return _op("indirect_view")(self, key, dyn)
         return Tile(self._tracer, compose(self.access, key, self._tracer), self._dtype)
 
     def view_of(self, access: ir.Access) -> "Tile":
@@ -250,56 +251,7 @@ _SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": 
 
 
 def _index_tile(k) -> bool:
-    return isinstance(k, Tile) and not isinstance(k, (IndirectView, PendingMatmul))
-
-
-class IndirectView(Tile):
-    """A view with a run-time offset on buffer dimension `dim`, read from access `idx` (lang/indirect.py)."""
-
-    def __init__(self, tracer: Tracer, access: ir.Access, dtype: str, dim: int, idx: ir.Access):
-        super().__init__(tracer, access, dtype)
-        self.dim = dim
-        self.idx = idx
-
-    @staticmethod
-    def of(tile: Tile, key: tuple, dyn) -> "IndirectView":
-        pos, idx_tile = dyn
-        bd = indirect.dynamic_dim(tile.access, pos)
-        acc = compose(tile.access, key, tile._tracer)
-        idx = broadcast_access(idx_tile.access, acc.shape, "index tile")
-        return IndirectView(tile._tracer, acc, tile.dtype_name, bd, idx)
-
-    @property
-    def static_access(self) -> ir.Access:
-        return self._access
-
-    @property
-    def access(self) -> ir.Access:      # every op but the DMA family reads this: refuse at the line
-        raise indirect.use_error()
-
-    @property
-    def buf(self) -> ir.Buffer:
-        return self._tracer.buffers[self._access.buffer]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._access.shape
-
-    def __repr__(self) -> str:
-        return f"IndirectView({self._access}, dim={self.dim}, idx={self.idx})"
-
-    def __getitem__(self, key):
-        raise indirect.use_error()
-
-    def __setitem__(self, key, value):
-        raise indirect.use_error()
-
-
-def indirect_parts(t: Tile):
-    """(static access, index access or None, dynamic buffer dim or None) of a DMA operand."""
-    if isinstance(t, IndirectView):
-        return t.static_access, t.idx, t.dim
-    return t.access, None, None
+    return isinstance(k, Tile) and not k.is_indirect and not isinstance(k, PendingMatmul)
 
 
 def _partition_broadcast_error(name: str, x: Tile, y: Tile):

@@ -10,22 +10,33 @@
         nl.store(out, nl.load(a) + nl.load(b))
         return out
 """
-from . import errors, isa, language, typing  # noqa: F401
-from .errors import NkiLiteError  # noqa: F401
-from .lang.purity import KernelPurityWarning  # noqa: F401
-from .lang.tile import TilePrintWarning  # noqa: F401
-from .runtime import interpret_rules, interpret_rules_ext, interpret_rules_indirect  # noqa: F401  (register the interpreter rules)
-from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: F401
+import logging as _logging
+
+# The library's logger: silent unless the application configures logging (NKI_LITE_LOG_LEVEL sets a level).
+_logging.getLogger("nki_lite").addHandler(_logging.NullHandler())
+
+from . import config as _config  # noqa: E402
+
+if _config.get("NKI_LITE_LOG_LEVEL"):
+    _logging.getLogger("nki_lite").setLevel(_config.get("NKI_LITE_LOG_LEVEL"))
+
+from . import errors, isa, language, typing  # noqa: E402,F401
+from .errors import NkiLiteError  # noqa: E402,F401
+from .lang.purity import KernelPurityWarning  # noqa: E402,F401
+from .lang.tile import TilePrintWarning  # noqa: E402,F401
+from .runtime import interpret_rules, interpret_rules_ext, interpret_rules_indirect  # noqa: E402,F401  (register the interpreter rules)
+from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: E402,F401
 
 from . import compiler  # noqa: E402,F401
 from .runtime.kernel import baremetal  # noqa: E402,F401
 from .runtime.kernel import trace_decorator as trace  # noqa: E402,F401  (legacy nki.trace)
 
 kernel = jit
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model's "cost" rules)
 from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
+from .tuning import Autotuned, autotune  # noqa: E402,F401
 
 # Load the JIT driver (and LLVM) now rather than inside the first kernel call: a first call served by
 # the disk cache then takes a few milliseconds instead of ~25 ms of llvmlite start-up.

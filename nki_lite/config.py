@@ -68,6 +68,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
 
     Knob("NKI_LITE_STRICT_CAPACITY", "0", None, "SBUF/PSUM over capacity is an error (NL-E401/402) instead of a "
          "CapacityWarning (NL-W401) for automatically allocated kernels", _bool),
+    Knob("NKI_LITE_PROGRESS", "auto", ("auto", "plain", "off"),
+         "progress bars of long work (nki-lite check/bench, autotune sweeps) on stderr: auto uses tqdm when "
+         "installed, else a plain counter; plain always the counter; off none"),
+    Knob("NKI_LITE_AUTOTUNE_WORKERS", "0", None, "processes an autotune sweep of many configs uses (0: one per "
+         "core, 1: in this process)", int),
     Knob("NKI_LITE_SLOW_TESTS", "0", None, "run the slow exhaustive/property test profile", _bool),
     Knob("NKI_LITE_LOG_LEVEL", "", ("", "DEBUG", "INFO", "WARNING", "ERROR"),
          "level of the 'nki_lite' logger if set (otherwise the application's logging config applies)"),

@@ -214,6 +214,14 @@ _TABLE = [
     ("NL-E916", "nki_argument_not_built", UnsupportedError,
      "a documented argument value of a built nki instruction is not implemented in nki_lite yet",
      "leave the argument at its default; docs/compat_nki.md lists what each instruction is missing"),
+
+    ("NL-E908", "kernel_reference", ArgumentError, "a FILE::KERNEL reference does not name a kernel",
+     "write FILE::KERNEL, e.g. kernels/add.py::add_kernel, naming a kernel the file defines"),
+    ("NL-E910", "autotune_config", ArgumentError, "an autotune config or key names something the kernel does "
+     "not take",
+     "configs are dicts of the kernel's keyword parameters; key names its tensor parameters (docs/autotune.md)"),
+    ("NL-E911", "autotune_no_config", ArgumentError, "every autotune config failed (verification or an error)",
+     "the notes list each config's reason; add configs with smaller tiles (docs/autotune.md)"),
 ]
 
 # warnings (not raised; warnings.warn with a UserWarning subclass naming the code in its text)

@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config, errors, gcpause, hostmem
+from .. import config, errors, gcpause, hostmem, interop
 from ..core import dtypes as D
 from ..lang.trace import arg_spec, fn_loc, trace
 from ..lang.tracer import active as _tracer_active
@@ -322,6 +322,9 @@ class Kernel:
             if fast is not None:
                 self.stats["hits"] += 1
                 return fast(args, outs)
+        conv = interop.converter(args, kwargs)
+        if conv is not None:           # torch / jax / DLPack tensors in (no copy): results as the caller's type
+            return conv(self(*interop.numpy_args(args), mode=mode, target=target, **interop.numpy_kwargs(kwargs)))
         self._note_knobs()
         out = kwargs.pop("out", None) if "out" not in self.signature.parameters else None
         bound = self.bind(args, kwargs)

@@ -1,0 +1,274 @@
+"""`nki-lite check DIR`: run every kernel file with a numpy check in a directory (a repository of NKI
+kernels in CI), on one or both backends; also the engine of tutorials/check_corpus.py.
+
+Contract:
+- `sources(root, tutorials=None)` recognises a directory by its layout and returns [(label, run)],
+  where `run(mode, only)` yields (name, status, detail, seconds) with status pass / FAIL / skip:
+  * NKIBench (`kernels/*.py` + `reference/*_numpy_*.py`): each reference's inputs, the kernel's
+    result through the reference's transforms, compared with its `forward` (scaled tolerance);
+  * aws-neuron-sdk (legacy `general/nki/test`) and nki-samples (`test/unit`, simulation tests): the
+    repository's own pytest tests in a subprocess per mode with nki_lite/tools/corpus_plugin.py;
+    their tutorial kernels too when `tutorials(label, dir)` provides the runner (check_corpus.py
+    does, with its own inputs);
+  * any other directory: every `*.py` file below it (not hidden, not conftest) that imports NKI is
+    loaded (legacy imports through nki_lite.compat) and each module-level function named `check*`
+    or `test*` that takes no required argument is run as one check (it raises on a mismatch, e.g.
+    with numpy.testing or nki_lite.testing.assert_close). A kernel file with no such function is a
+    skip ("no numpy check"); files of either NKI dialect are checked alike.
+- `run(dirs, modes, only, show, bar)` prints one line per check and mode via `show`, then one
+  summary line per source, and returns (failures, passes) (the CI exit code is non-zero if any
+  failed, and for `nki-lite check` also if nothing passed: a CI job that checks nothing is a mistake);
+  NKI_LITE_MODE is restored afterwards.
+  `bar=True` adds a progress bar on stderr (tools/progress.py).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .kernelfile import dialect, load_module
+from .progress import progress
+
+Result = tuple[str, str, str, float]
+Runner = Callable[[str, list[str]], Iterator[Result]]
+
+
+def _detail(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def close(a, b, rtol=1e-4, atol=1e-4):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise AssertionError(f"shape {a.shape} vs {b.shape}")
+    if rtol == 0 and atol == 0:
+        if not np.array_equal(a, b):
+            raise AssertionError(f"not bit-identical: {np.sum(a != b)} elements differ")
+        return
+    err = np.max(np.abs(a - b) / (atol + rtol * np.abs(b))) if a.size else 0.0
+    if not err <= 1.0:
+        raise AssertionError(f"mismatch: max scaled error {err:.3g}")
+
+
+# ---------------------------------------------------------------- NKIBench
+
+def nkibench_checks(root: Path):
+    """(name, check) for every NKIBench kernel with a numpy reference."""
+    refs = {p.name.split("_numpy_")[0]: p for p in sorted((root / "reference").glob("*_numpy_*.py"))}
+    for kp in sorted((root / "kernels").glob("*.py")):
+        stem = kp.stem.rsplit("_", 1)[0]
+        ref = refs.get(stem)
+        if ref is None:
+            continue
+
+        def check(kp=kp, ref=ref):
+            r = load_module(str(ref))
+            np.random.seed(0)
+            inputs = r.get_inputs()
+            want = r.forward(*[np.array(x, copy=True) for x in inputs])
+            args = r.transform_to_nki_inputs(inputs)
+            k = load_module(str(kp))
+            got = k.kernel(*args)
+            outs = r.transform_nki_outputs(got, want)
+            wants = want if isinstance(want, tuple) else (want,)
+            if len(outs) != len(wants):
+                raise AssertionError(f"{len(outs)} outputs vs {len(wants)}")
+            for o, w in zip(outs, wants):
+                # fp32 kernels summing thousands of products in another order: scaled tolerance
+                close(o, w, 2e-3, 2e-3 * max(1.0, float(np.max(np.abs(w)))))
+        yield stem, check
+
+
+# ---------------------------------------------------------------- a repository's own tests
+
+def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
+    """A runner for a directory of the repository's own tests (their inputs, their numpy references),
+    run by pytest in a subprocess per mode with nki_lite's corpus plugin."""
+    def run(mode: str, only: list[str]):
+        with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
+            out = f.name
+        env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_RESULTS=out,
+                   PYTHONPATH=os.pathsep.join([str(p) for p in pythonpath] + [os.environ.get("PYTHONPATH", "")]))
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nki_lite.tools.corpus_plugin",
+               "-W", "ignore", "--import-mode=importlib", "--continue-on-collection-errors", "--tb=line", *extra,
+               str(testdir)]
+        if only:
+            cmd += ["-k", " or ".join(only)]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, cwd=testdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=3600)
+        with open(out) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        os.unlink(out)
+        if not rows:
+            yield f"{testdir.name} (collection)", "FAIL", "no test ran (collection failed)", time.perf_counter() - t0
+        for r in rows:
+            status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
+            yield r["id"], status, r["error"], 0.0
+    return label, run
+
+
+def inprocess_checks(label: str, checks):
+    def run(mode: str, only: list[str]):
+        for name, check in checks:
+            if only and not any(o in name for o in only):
+                continue
+            os.environ["NKI_LITE_MODE"] = mode
+            t0 = time.perf_counter()
+            try:
+                check()
+                yield name, "pass", "", time.perf_counter() - t0
+            except Exception as e:  # report every failure, keep going
+                yield name, "FAIL", _detail(e), time.perf_counter() - t0
+    return label, run
+
+
+# ---------------------------------------------------------------- any directory of kernel files
+
+def _python_files(root: Path) -> list[Path]:
+    out = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")) and d not in ("venv", "node_modules"))
+        out += [Path(dirpath) / f for f in sorted(files) if f.endswith(".py") and f != "conftest.py"
+                and not f.startswith(".")]
+    return out
+
+
+def _zero_arg(fn) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in sig.parameters.values())
+
+
+def file_checks(root: Path) -> list[tuple[str, Callable[[], None]]]:
+    """(name, check) for each kernel file below root; a check that raises is a FAIL."""
+    out: list[tuple[str, Callable[[], None]]] = []
+    for path in _python_files(root):
+        rel = str(path.relative_to(root))
+        try:
+            kind, _ = dialect(str(path))
+        except SyntaxError as e:
+            out.append((rel, _raiser(e)))
+            continue
+        if kind != "none":              # legacy, nki_lite or the current dialect
+            out.append((rel, _file_runner(path)))
+    return out
+
+
+def _raiser(e: BaseException) -> Callable[[], None]:
+    def check() -> None:
+        raise e
+    return check
+
+
+class _NoCheck(Exception):
+    """A kernel file without a numpy check: reported as a skip."""
+
+
+def _file_runner(path: Path):
+    def run_file():
+        mod = load_module(str(path))
+        fns = [(n, f) for n, f in sorted(vars(mod).items())
+               if n.startswith(("check", "test")) and inspect.isfunction(f) and f.__module__ == mod.__name__]
+        runnable = [(n, f) for n, f in fns if _zero_arg(f)]
+        if not runnable:
+            raise _NoCheck("no numpy check (a check*/test* function without required arguments)"
+                           if not fns else f"{', '.join(n for n, _ in fns)} need arguments (run them under pytest)")
+        for _, f in runnable:
+            f()
+    return run_file
+
+
+def generic_checks(label: str, root: Path):
+    checks = file_checks(root)
+
+    def run(mode: str, only: list[str]):
+        for name, check in checks:
+            if only and not any(o in name for o in only):
+                continue
+            os.environ["NKI_LITE_MODE"] = mode
+            t0 = time.perf_counter()
+            try:
+                check()
+                yield name, "pass", "", time.perf_counter() - t0
+            except _NoCheck as e:
+                yield name, "skip", str(e), time.perf_counter() - t0
+            except Exception as e:  # report every failure, keep going
+                yield name, "FAIL", _detail(e), time.perf_counter() - t0
+    run.count = len(checks)  # type: ignore[attr-defined]
+    return label, run
+
+
+# ---------------------------------------------------------------- layouts and the loop
+
+def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | None = None,
+            generic: bool = True) -> list[tuple[str, Runner]]:
+    """[(source label, runner)] for a directory, by its layout."""
+    root = root.resolve()
+    for nb in (root, root / "NKIBench"):
+        if (nb / "kernels").is_dir() and (nb / "reference").is_dir():
+            return [inprocess_checks("NKIBench", list(nkibench_checks(nb)))]
+    out = []
+    if (root / "general" / "nki" / "test").is_dir():               # aws-neuron-sdk (legacy tree)
+        out.append(pytest_checks("sdk-test", root / "general" / "nki" / "test", [], []))
+        if tutorials and (root / "general" / "nki" / "examples").is_dir():
+            out.append(tutorials("sdk-examples", root / "general" / "nki" / "examples"))
+    if (root / "src" / "nki_samples").is_dir():                    # nki-samples
+        out.append(pytest_checks("samples-test", root / "test" / "unit", ["--simulation-only", "-m", "simulation"],
+                                 [root / "src"]))
+        if tutorials:
+            out.append(tutorials("samples-tutorials", root / "src" / "nki_samples" / "tutorials"))
+    if not out and generic:
+        out.append(generic_checks("files", root))
+    if not out:
+        raise SystemExit(f"{root}: not an NKIBench, aws-neuron-sdk or nki-samples tree")
+    return out
+
+
+def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str], None] = print,
+        bar: bool = False, tutorials=None, generic: bool = True) -> tuple[int, int]:
+    saved = os.environ.get("NKI_LITE_MODE")
+    try:
+        return _run(dirs, modes, only, show, bar, tutorials, generic)
+    finally:                     # the checks set NKI_LITE_MODE per mode: leave the caller's as it was
+        if saved is None:
+            os.environ.pop("NKI_LITE_MODE", None)
+        else:
+            os.environ["NKI_LITE_MODE"] = saved
+
+
+def _run(dirs, modes, only, show, bar, tutorials, generic) -> tuple[int, int]:
+    summary = []
+    failures = passes = 0
+    for d in dirs:
+        for label, runner in sources(d, tutorials, generic):
+            counts = {m: [0, 0, 0] for m in modes}
+            for mode in modes:
+                rows = runner(mode, only)
+                if bar:
+                    rows = progress(rows, total=getattr(runner, "count", None), desc=f"check {label} ({mode})")
+                for name, status, detail, secs in rows:
+                    k = {"pass": 0, "FAIL": 1, "skip": 2}[status]
+                    counts[mode][k] += 1
+                    failures += status == "FAIL"
+                    passes += status == "pass"
+                    show(f"{label:17s} {name[-70:]:70s} {mode:9s} {status:5s} {secs:7.2f}s {detail}")
+            summary.append((label, d, counts))
+    show("")
+    for label, d, counts in summary:
+        per = "; ".join(f"{m}: {p} passed, {f} failed" + (f", {sk} skipped" if sk else "")
+                        for m, (p, f, sk) in counts.items())
+        show(f"{label} ({d}): {per}")
+    return failures, passes

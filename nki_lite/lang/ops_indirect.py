@@ -31,7 +31,7 @@ class IndirectView(Tile):
     """A view with a run-time offset on buffer dimension `dim`, read from access `idx` (lang/indirect.py).
     Tile's indexing builds it through TILE_OPS["indirect_view"]."""
 
-    is_indirect = True
+    _is_view_indirect = True
 
     def __init__(self, tracer: Tracer, access: ir.Access, dtype: str, dim: int, idx: ir.Access):
         super().__init__(tracer, access, dtype)

@@ -59,7 +59,7 @@ class Tile:
     """A traced tensor or tile: a view into an HBM, SBUF or PSUM buffer."""
 
     __array_priority__ = 1000
-    is_indirect = False             # an IndirectView (lang/ops_indirect.py): only DMAs may take it
+    _is_view_indirect = False       # an IndirectView (lang/ops_indirect.py): only DMAs may take it
 
     def __init__(self, tracer: Tracer, access: ir.Access, dtype: str):
         self._tracer = tracer
@@ -251,7 +251,7 @@ _SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": 
 
 
 def _index_tile(k) -> bool:
-    return isinstance(k, Tile) and not k.is_indirect and not isinstance(k, PendingMatmul)
+    return isinstance(k, Tile) and not k._is_view_indirect and not isinstance(k, PendingMatmul)
 
 
 def _partition_broadcast_error(name: str, x: Tile, y: Tile):

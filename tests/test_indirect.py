@@ -318,3 +318,26 @@ def test_engine_model_charges_min_ii_dynamic_for_dynamic_copies():
     ctx = CostCtx(TARGETS["trn2"], k.buffer_map)
     costs = [cost_of(i, ctx) for i, _ in walk(k.body) if i.op == "copy_dynamic"]
     assert costs and all(c.cycles == TARGETS["trn2"].min_ii_dynamic for c in costs)
+
+
+# ------------------------------------------------------------------------------ debug checks see indirect moves
+
+@nki.jit
+def gather_from_scratch(data, idx, fill: bool):
+    out = nl.ndarray([16, data.shape[1]], dtype=data.dtype, buffer=nl.shared_hbm)
+    tmp = nl.ndarray(data.shape, dtype=data.dtype, buffer=nl.hbm)
+    if fill:
+        nl.store(tmp, value=nl.load(data))
+    it = nl.load(idx)
+    nl.store(out, value=nl.load(tmp[it, nl.arange(data.shape[1])[None, :]]))
+    return out
+
+
+def test_uninitialised_read_check_follows_indirect_moves(monkeypatch):
+    monkeypatch.setenv("NKI_LITE_DEBUG_UNINIT", "1")
+    data = f32(32, 8)
+    idx = RNG.permutation(32)[:16].astype(np.int32).reshape(16, 1)
+    np.testing.assert_array_equal(gather_from_scratch(data, idx, True, mode="interpret"), data[idx[:, 0]])
+    with pytest.raises(errors.NkiLiteError) as ei:             # the gathered rows were never written
+        gather_from_scratch(data, idx, False, mode="interpret")
+    assert ei.value.code == "NL-E902"

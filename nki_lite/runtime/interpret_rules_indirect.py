@@ -14,6 +14,8 @@ tile; masked-off elements are not moved and their indices are not read.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import errors
@@ -39,8 +41,15 @@ def oob_message(buf: ir.Buffer, dim: int, value: int, element: tuple, where: str
             + (f" when {where}" if where else ""))
 
 
+@dataclass(frozen=True, eq=False)
+class Resolved(ir.Access):
+    """An indirect access with its per-dimension index arrays computed: Machine.read / write (and the
+    debug checks hooked there) take it like any access and use `resolved` as its indices."""
+    resolved: tuple = ()
+
+
 def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
-    """Per-dimension index arrays of the indirect access, and the elements whose index is in range."""
+    """The indirect access resolved (index tile added, range checked), and the elements to move."""
     dim = instr.attr("dim")
     static = ir.Access(acc.buffer, acc.index[:dim] + (Affine(0),) + acc.index[dim + 1:], acc.shape)
     idx = list(m._indices(static, env, live, instr))
@@ -49,52 +58,55 @@ def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
     buf = m.buffers[acc.buffer]
     ok = (v >= 0) & (v < buf.shape[dim])
     bad = ~ok if live is None else (~ok & live)
-    if bad.any():
-        if instr.attr("oob") != "skip":
-            k = int(np.flatnonzero(bad)[0])                      # the first in row-major order
-            el = tuple(int(x) for x in np.unravel_index(k, acc.shape))
-            msg = oob_message(buf, dim, int(v.reshape(-1)[k]), el, where_text(env))
-            raise errors.make("indirect_out_of_bounds", msg, loc=instr.loc)
-    idx[dim] = np.where(ok, v, 0)
+    if bad.any() and instr.attr("oob") != "skip":
+        k = int(np.flatnonzero(bad)[0])                      # the first in row-major order
+        el = tuple(int(x) for x in np.unravel_index(k, acc.shape))
+        msg = oob_message(buf, dim, int(v.reshape(-1)[k]), el, where_text(env))
+        raise errors.make("indirect_out_of_bounds", msg, loc=instr.loc)
     keep = ok if live is None else (ok & live)
-    return tuple(idx), keep
+    idx[dim] = np.where(keep, v, 0)
+    idx = tuple(np.where(keep, i, 0) for i in idx)
+    return Resolved(acc.buffer, acc.index, acc.shape, idx), keep
 
 
 def _move(m: Machine, instr: ir.Instr, env) -> None:
     dst, src = instr.out, instr.ins[0]
     mask = m.eval_mask(instr, env, dst.shape)
     side = instr.attr("dyn")
+    keep = mask
     if side == "in":
-        sidx, keep = _indirect_indices(m, instr, src, env, mask)
-        values = m.mem[src.buffer][sidx]
-        didx = m._indices(dst, env, keep, instr)
-    else:
-        values = m.read(src, env, instr, mask)
-        if side == "out":
-            didx, keep = _indirect_indices(m, instr, dst, env, mask)
-        else:
-            keep = np.ones(dst.shape, bool) if mask is None else mask
-            didx = m._indices(dst, env, mask, instr)
-    arr = m.mem[dst.buffer]
+        src, keep = _indirect_indices(m, instr, src, env, mask)
+    values = m.read(src, env, instr, keep)
+    if side == "out":
+        dst, keep = _indirect_indices(m, instr, dst, env, mask)
     sdt, ddt = m.dtype_of(src), m.dtype_of(dst)
-    target = tuple(i[keep] for i in didx)
-    vals = np.broadcast_to(values, dst.shape)[keep]
     if instr.attr("rmw"):
-        _rmw(arr, target, vals, ddt)
+        old = m.read(dst, env, instr, keep)
+        values = _rmw(m, dst, env, instr, keep, old, values, ddt)
     else:
-        arr[target] = convert(vals, sdt, ddt)
+        values = convert(values, sdt, ddt)
+    m.write(dst, env, values, instr, keep)
 
 
-def _rmw(arr: np.ndarray, target: tuple, vals: np.ndarray, ddt: str) -> None:
-    flat = np.ravel_multi_index(target, arr.shape) if target and target[0].size else np.zeros(0, np.int64)
+def _rmw(m: Machine, dst, env, instr, keep, old: np.ndarray, vals: np.ndarray, ddt: str) -> np.ndarray:
+    """dst + value per element, in row-major order: repeated destinations accumulate (every
+    occurrence gets the final sum, so the write's "last one wins" stores it)."""
+    new = _finish(old.astype(F32) + np.broadcast_to(vals, old.shape).astype(F32), ddt)
+    idx = m._indices(dst, env, keep, instr)
+    live = np.ones(old.shape, bool) if keep is None else np.broadcast_to(keep, old.shape)
+    flat = np.ravel_multi_index(tuple(i[live] for i in idx), m.buffers[dst.buffer].shape)
     if np.unique(flat).size == flat.size:            # no repeated destination: one vector step
-        arr[target] = _finish(arr[target].astype(F32) + vals.astype(F32), ddt)
-        return
-    view = arr.reshape(-1)
-    for k, v in zip(flat.tolist(), vals.astype(F32).tolist()):   # row-major, one atomic add each
-        view[k] = _finish(np.array([F32(view[k]) + F32(v)], F32), ddt)[0]
-
-
+        return new
+    cur: dict[int, object] = {}
+    order = np.flatnonzero(live.reshape(-1))
+    o, v = old.reshape(-1), np.broadcast_to(vals, old.shape).reshape(-1).astype(F32)
+    for k, e in zip(flat.tolist(), order.tolist()):
+        start = cur.get(k, o[e])
+        cur[k] = _finish(np.array([F32(start) + v[e]], F32), ddt)[0]
+    out = new.copy().reshape(-1)
+    for k, e in zip(flat.tolist(), order.tolist()):
+        out[e] = cur[k]
+    return out.reshape(old.shape)
 @rule("interpret", "dma_indirect")
 def _dma_indirect(m, instr, env):
     _move(m, instr, env)

@@ -77,10 +77,10 @@ else:
         verify(kern)
     t2 = time.perf_counter()
     res["verify"] = t2 - t1
-    from nki_lite.runtime.jit import _source_text
+    from nki_lite.runtime.compiled import source_text
     from nki_lite.lower.llvm import target as T
     from nki_lite import config
-    gen, text, tramp = _source_text(kern, False)
+    gen, text, tramp = source_text(kern, False)
     t3 = time.perf_counter()
     res["codegen"] = t3 - t2
     res["llvm_lines"] = text.count("\n")
@@ -89,11 +89,10 @@ else:
     t4 = time.perf_counter()
     res["llvm"] = t4 - t3
     res["llvm_cpu"] = time.process_time() - c3
-    from nki_lite.runtime.jit import CompiledKernel
-    from nki_lite.lower.llvm.abi import STATUS_LOOPS, STATUS_WORDS
+    from nki_lite.runtime.compiled import CompiledKernel
     ck = CompiledKernel.__new__(CompiledKernel)     # CompiledKernel(kern, False) with the parts timed above
-    ck.kernel, ck.debug, ck.opt, ck.gen, ck.module = kern, False, mod.opt, gen, mod
-    ck._finish(tramp, STATUS_WORDS, STATUS_LOOPS, from_disk=False)
+    ck.kernel, ck.debug, ck.opt, ck.module = kern, False, mod.opt, mod
+    ck._bind(gen.plan, tramp, from_disk=False)
     del text
     t5 = time.perf_counter()
     ck.launch({"a": a})

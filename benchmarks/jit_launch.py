@@ -21,7 +21,7 @@ import numpy as np
 import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
-from nki_lite.runtime.jit import CompiledKernel
+from nki_lite.runtime.compiled import CompiledKernel
 from nki_lite.stdlib.matmul_kernels import tiled_matmul
 
 

@@ -24,7 +24,7 @@ from . import errors, isa, language, typing  # noqa: E402,F401
 from .errors import NkiLiteError  # noqa: E402,F401
 from .lang.purity import KernelPurityWarning  # noqa: E402,F401
 from .lang.tile import TilePrintWarning  # noqa: E402,F401
-from .runtime import interpret_rules, interpret_rules_ext, interpret_rules_indirect  # noqa: E402,F401  (register the interpreter rules)
+from .runtime import interpret_compute, interpret_data, interpret_reduce, interpret_indirect  # noqa: E402,F401  (register the interpreter rules)
 from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: E402,F401
 
 from . import compiler  # noqa: E402,F401
@@ -38,6 +38,5 @@ from .lower import cost as _cost  # noqa: E402,F401  (registers the engine model
 from .runtime.profile import benchmark, estimate, profile  # noqa: E402,F401
 from .tuning import Autotuned, autotune  # noqa: E402,F401
 
-# Load the JIT driver (and LLVM) now rather than inside the first kernel call: a first call served by
-# the disk cache then takes a few milliseconds instead of ~25 ms of llvmlite start-up.
-from .runtime import jit as _jit  # noqa: E402,F401
+# llvmlite (~25 ms of start-up) is not imported here: it loads with the first JIT compile or disk-cache
+# load (lower/llvm/target.py), so `import nki_lite` stays cheap for interpreter-only and tooling use.

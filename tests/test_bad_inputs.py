@@ -304,7 +304,7 @@ def test_row_raises_its_error_at_its_line(mode, row, kernel, args, cls, name, wh
 
 @pytest.mark.parametrize("mode", MODES)
 def test_row8_strided_argument_is_copied_with_one_warning(mode, monkeypatch):
-    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    monkeypatch.setattr("nki_lite.runtime.notices._WARNED", set())
     a = np.arange(64 * 128, dtype=F32).reshape(64, 128).T            # (128, 64), Fortran order
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -372,7 +372,7 @@ def test_row23_nan_inputs_propagate_and_created_nans_raise_on_request(mode, monk
 
 
 def test_row30_knob_changed_after_the_first_call_warns_once(monkeypatch):
-    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    monkeypatch.setattr("nki_lite.runtime.notices._WARNED", set())
     monkeypatch.setenv("NKI_LITE_MODE", "jit")
     k = nki.jit(copy_kernel.fn)
     a = np.ones((128, 64), F32)

@@ -14,7 +14,7 @@ import nki_lite as nki
 import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite import errors
-from nki_lite.runtime.kernel import _const_key
+from nki_lite.runtime.binding import const_key as _const_key
 from tests.markers import line_of
 
 HERE = __file__
@@ -142,7 +142,7 @@ def test_strict_refuses_to_copy_a_strided_argument(mode, monkeypatch):
     assert np.array_equal(k(x, 2.0, mode=mode), 2 * x)
     with pytest.raises(errors.NkiLiteError, match="strict=True refuses"):
         k(np.ones((4, 8), np.float32).T, 2.0, mode=mode)
-    monkeypatch.setattr("nki_lite.runtime.kernel._WARNED", set())
+    monkeypatch.setattr("nki_lite.runtime.notices._WARNED", set())
     with pytest.warns(UserWarning, match="copies it"):          # without strict: a copy and a warning
         r = nki.jit(scale.fn)(np.ones((4, 8), np.float32).T, 2.0, mode="jit")
     assert np.array_equal(r, np.full((8, 4), 2, np.float32))

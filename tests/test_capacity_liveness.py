@@ -1,4 +1,4 @@
-"""Capacity by liveness (lower/liveness.py, verify_memory.check_capacity) and the PSUM one-bank tile rule.
+"""Capacity by liveness (lower/analysis/liveness.py, verify_memory.check_capacity) and the PSUM one-bank tile rule.
 
 Block-dimension tensors cost the blocks live at the same time; over-capacity in an automatically
 allocated kernel is a CapacityWarning (NL-W401), an error only for one tile larger than a partition

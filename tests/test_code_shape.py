@@ -18,8 +18,6 @@ MAX_FUNCTION_LINES = 80
 TABLES: dict[str, str] = {}          # "path" or "path::function" -> why it may be long
 
 PENDING: dict[str, str] = {
-    "nki_lite/runtime/jit.py": "#11: split by job (compile, disk cache, pool/regions)",
-    "nki_lite/runtime/kernel.py": "#11: split by job (kernel object, launch path)",
 }
 
 FILES = sorted(os.path.relpath(p, ROOT) for p in modules().values())

@@ -236,6 +236,11 @@ DAMAGE = {
     "status layout": _reencode(lambda m, o: ({**m, "status_words": m["status_words"] - 1}, o)),
     "print flag": _reencode(lambda m, o: ({**m, "needs_print": not m["needs_print"]}, o)),
     "regions": _reencode(lambda m, o: ({**m, "region_trips": m["region_trips"] + [4]}, o)),
+    # the launch plan stored with the code (lower/llvm/launch_plan.py, checked by plan_check.py)
+    "program count": _reencode(lambda m, o: ({**m, "n_programs": m["n_programs"] + 1}, o)),
+    "prefill names no output": _reencode(lambda m, o: ({**m, "prefill": m["prefill"] + ["x"]}, o)),
+    "plan flag mistyped": _reencode(lambda m, o: ({**m, "parallel": "yes"}, o)),
+    "plan field missing": _reencode(lambda m, o: ({k: v for k, v in m.items() if k != "long_running"}, o)),
 }
 
 

@@ -37,7 +37,7 @@ import nki_lite.typing as nt
 from nki_lite import errors
 from nki_lite.lower.llvm import target as llvm_target
 from nki_lite.runtime import jit as J
-from nki_lite.runtime.kernel import NkiLitePerformanceWarning
+from nki_lite.runtime.notices import NkiLitePerformanceWarning
 
 from . import kernelgen as KG
 

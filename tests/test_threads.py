@@ -51,7 +51,7 @@ def test_error_in_one_program_is_raised_with_its_line(monkeypatch):
     """An out-of-bounds access only the runtime sees (IR run without the verifier), in program 5."""
     from nki_lite.lang.trace import trace
     from nki_lite.lower.passes.pipeline import run_shared
-    from nki_lite.runtime.jit import CompiledKernel
+    from nki_lite.runtime.compiled import CompiledKernel
 
     @nki.jit
     def k(x):
@@ -65,7 +65,7 @@ def test_error_in_one_program_is_raised_with_its_line(monkeypatch):
     kern = run_shared(trace(k.fn, k.bind((x,), {}), (8,), "trn2"))
     ck = CompiledKernel(kern, debug=False)
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "4")
-    assert ck.parallel
+    assert ck.plan.parallel
     with pytest.raises(errors.IndexOutOfBoundsError) as ei:
         ck.launch({"x": x})
     assert f":{line_of(__file__, 'MARK-THREAD-OOB')}:" in str(ei.value)
@@ -243,7 +243,7 @@ def test_nested_affine_loop_runs_as_a_parallel_region(monkeypatch, small_regions
     ref = steps_of_tiles(x, w, mode="interpret")
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", threads)
     ck = steps_of_tiles._compiled(steps_of_tiles.trace(x, w))
-    assert ck.gen.region_trips == (5,)
+    assert ck.plan.region_trips == (5,)
     assert np.array_equal(steps_of_tiles(x, w).view(np.uint32), ref.view(np.uint32))
 
 
@@ -268,7 +268,7 @@ def test_error_in_a_region_names_its_line_and_loop_values(monkeypatch, small_reg
     i = 3 of a region inside a sequential loop, reported like any other."""
     from nki_lite.lang.trace import trace
     from nki_lite.lower.passes.pipeline import run_shared
-    from nki_lite.runtime.jit import CompiledKernel
+    from nki_lite.runtime.compiled import CompiledKernel
 
     @nki.jit
     def k(x):
@@ -282,7 +282,7 @@ def test_error_in_a_region_names_its_line_and_loop_values(monkeypatch, small_reg
     x = np.zeros((4 * 128 + 50, 8), np.float32)
     kern = run_shared(trace(k.fn, k.bind((x,), {}), (), "trn2"))
     ck = CompiledKernel(kern, debug=False)
-    assert ck.gen.region_trips == (4,)
+    assert ck.plan.region_trips == (4,)
     monkeypatch.setenv("NKI_LITE_NUM_THREADS", "2")
     with pytest.raises(errors.IndexOutOfBoundsError) as ei:
         ck.launch({"x": x})
@@ -311,7 +311,7 @@ def test_region_kernel_from_the_disk_cache(monkeypatch, small_regions, tmp_path)
     assert np.array_equal(second(x, w).view(np.uint32), ref.view(np.uint32))
     info = second.cache_info()
     assert info["compiles"] == 0 and info["disk_hits"] == 1
-    assert second._compiled(second.trace(x, w)).gen.region_trips == (4,)
+    assert second._compiled(second.trace(x, w)).plan.region_trips == (4,)
 
 
 @nki.jit

@@ -5,7 +5,7 @@ and backends ask about an op (docs/architecture.md, "Op traits"). Every entry de
 explicitly (`_op` has no defaults), so a new op cannot inherit an answer nobody chose. Backends
 register a rule per op with `@rule(backend, name)`; `BACKENDS` lists the backends that exist, and a
 test asserts every op has a rule in every one of them, so a new op cannot reach one backend and
-not the others. Backends: "interpret" (numpy oracle, runtime/interpret_rules*.py), "llvm" (the JIT,
+not the others. Backends: "interpret" (numpy oracle, runtime/interpret_*.py), "llvm" (the JIT,
 lower/llvm/rules_*.py) and "cost" (the engine model, lower/cost/rules.py).
 
 Traits (who asks each):
@@ -206,10 +206,11 @@ def rule(backend: str, name: str):
     return deco
 
 
-_RULE_MODULES = ("nki_lite.runtime.interpret_rules", "nki_lite.runtime.interpret_rules_ext",
+_RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_compute",
+                 "nki_lite.runtime.interpret_reduce", "nki_lite.runtime.interpret_indirect",
                  "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
                  "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
-                 "nki_lite.lower.cost.rules", "nki_lite.runtime.interpret_rules_indirect",
+                 "nki_lite.lower.cost.rules",
                  "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect")
 
 

@@ -5,7 +5,7 @@ and write SBUF/PSUM only; nc_matmul reads SBUF and writes PSUM. dma_copy moves H
 HBM<->HBM and SBUF<->SBUF (legacy `nisa.dma_copy`: "both src and dst can be in HBM or SBUF"); a
 PSUM side is accepted only against HBM (legacy `nl.store` of a PSUM tile: the compiler inserts the
 copy to SBUF); PSUM<->on-chip DMA is rejected.
-Rule 5 (sbuf_capacity, psum_capacity): footprints by liveness (lower/liveness.py: tiles live from
+Rule 5 (sbuf_capacity, psum_capacity): footprints by liveness (lower/analysis/liveness.py: tiles live from
 allocation to last use, loop-local tiles one iteration at a time, block-dimension tensors only the
 blocks live at the same time; PSUM rounded up to whole 2 KiB banks). Where the peak over program
 points exceeds target.sbuf_partition_bytes / psum_partition_bytes: an automatically allocated kernel

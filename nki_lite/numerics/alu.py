@@ -99,7 +99,7 @@ INT = {
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
     "left_shift": lambda a, b: np.left_shift(a, np.clip(b, 0, 63)),
-    # logical shift: the caller passes `a` zero-extended at the output width (interpret_rules._alu)
+    # logical shift: the caller passes `a` zero-extended at the output width (interpret_common)
     "right_shift": lambda a, b: np.right_shift(a, np.clip(b, 0, 63)),
 }
 

@@ -40,7 +40,7 @@ from ..core import dtypes as D
 from ..core import ir
 from ..core.ops import accumulates
 from ..lower.analysis.dependence import hbm_shared_across as _hbm_shared_across
-from .interpreter import Machine
+from .machine import Machine
 
 NEVER, WRITTEN, TAINTED = 0, 1, 2
 

@@ -38,6 +38,7 @@ import time
 import warnings
 
 from .. import config
+from ..version import __version__
 
 log = logging.getLogger("nki_lite")
 
@@ -229,7 +230,7 @@ def entry_key(ir_text: str, const_digests, debug: bool, opt: int, host: dict, *,
     """The hex sha256 naming an entry. `host` is target.host_info() (triple, cpu, features, llvm,
     llvmlite); `const_digests` is [(buffer name, digest)]; `extra` holds caller-specific ABI facts."""
     if version is None:
-        from ..version import __version__ as version
+        version = __version__
     doc = {"format": FORMAT_VERSION, "ir": ir_text, "consts": [list(c) for c in const_digests],
            "debug": bool(debug), "opt": int(opt), "nki_lite": version,
            "sources": source_fingerprint() if fingerprint is None else fingerprint,

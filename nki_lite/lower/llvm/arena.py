@@ -1,7 +1,7 @@
 """The JIT arena layout: byte offsets of every buffer that is not a kernel argument.
 
 Contract: `layout(em) -> (offsets, bytes)` for an `Emitter` (codegen.py). Every non-argument root
-buffer gets a 64-byte-aligned offset. On-chip tiles that lower/liveness.py tracks share bytes when
+buffer gets a 64-byte-aligned offset. On-chip tiles that lower/analysis/liveness.py tracks share bytes when
 their live ranges are disjoint, counted in the code generator's own units (`Emitter.schedule`): a
 fused run or a row-major body interleaves its instructions' element loops, so only whole units are
 ordered, and two tiles may share bytes only if one's last unit ends before the other's first unit
@@ -20,7 +20,7 @@ import heapq
 from ...core import dtypes as D
 from ...core import ir
 from ..analysis.liveness import live_ranges
-from ..parallel import program_space
+from ..analysis.dependence import program_space
 from .parts import split
 
 

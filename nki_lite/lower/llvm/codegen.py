@@ -14,7 +14,7 @@ Contract:
 - On x86-64 the function sets MXCSR to the IEEE default (round to nearest, no FTZ/DAZ) on entry and
   restores the caller's value on exit, so results do not depend on the process's FP state.
 - Op semantics are emitted by the "llvm" rules (lower/llvm/rules_*.py) through the `Emitter`
-  helpers here; they mirror runtime/interpret_rules*.py step for step.
+  helpers here; they mirror runtime/interpret_*.py step for step.
 - `generate` first runs the pipeline's JIT-only passes (lower/passes/pipeline.py `run_backend`).
   How a rule is being emitted (vector width, row-major row, fusion) is the immutable `em.cx`
   (context.py), read through `em.W`, `em.vaxis`, ... and changed only by `with em.context(...)`;
@@ -35,6 +35,7 @@ from ..parallel import private_buffers, program_space, regions
 from ..passes.pipeline import run_backend
 from . import convert as CV
 from . import functions as F
+from . import launch_plan
 from .arena import layout
 from .context import EmitContext, Function, LoopEnv, Module
 from .fusion import emit_run, plan, read_counts
@@ -60,6 +61,7 @@ class Generated:
     loop_names: tuple[tuple[str, ...], ...]     # per site: names of the env values stored on error
     needs_print: bool = False
     region_trips: tuple[int, ...] = ()           # per parallel region k (@nkl_region_<k>): its trip count
+    plan: object = None                          # the runtime's LaunchPlan (launch_plan.py), set by generate()
 
 
 class Emitter:
@@ -533,4 +535,6 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_indirect, rules_reduce  # noqa: F401 - register rules
     prepared, origin = run_backend(kernel, "llvm")
-    return Emitter(prepared, debug, vectorize, origin).generate()
+    gen = Emitter(prepared, debug, vectorize, origin).generate()
+    gen.plan = launch_plan.build(kernel, debug, gen)     # what the runtime executes (never re-derives)
+    return gen

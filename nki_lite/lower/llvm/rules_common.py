@@ -1,6 +1,6 @@
 """Shared pieces of the llvm rules: compute domains, ALU ops in IR, the elementwise emitter, lanes.
 
-Every helper mirrors the numpy definition in runtime/interpret_rules*.py and numerics/alu.py:
+Every helper mirrors the numpy definition in runtime/interpret_*.py and numerics/alu.py:
 fp32 ALU steps (fadd/fsub/fmul/fdiv, llvm.maximum/minimum for IEEE max/min, comparisons to 1.0/0.0),
 int64 steps on the integer path, the 16-lane reduction order, NaN canonicalisation at the end.
 """

@@ -1,5 +1,5 @@
 """llvm rules for arithmetic: activation, tensor_tensor, tensor_scalar, scalar_tensor_tensor, select,
-affine_select, tensor_tensor_scan, nc_matmul (mirrors runtime/interpret_rules*.py step for step)."""
+affine_select, tensor_tensor_scan, nc_matmul (mirrors runtime/interpret_*.py step for step)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,5 @@
 """llvm rules for data movement and fills: alloc, dma_copy, tensor_copy, transpose, memset, iota,
-copy_predicated, device_print (mirrors runtime/interpret_rules*.py)."""
+copy_predicated, device_print (mirrors runtime/interpret_*.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 """llvm rules of indirect data movement: dma_indirect and copy_dynamic (mirrors
-runtime/interpret_rules_indirect.py, whose docstring states the semantics).
+runtime/interpret_indirect.py, whose docstring states the semantics).
 
 One scalar loop over the tile in row-major order (the interpreter's element order, so the first
 out-of-range index reported and the order of repeated read-modify-writes agree): per live element

@@ -1,5 +1,5 @@
 """llvm rules for reductions and per-partition statistics: tensor_reduce, bn_stats, bn_aggr, max8,
-find_index8 (mirrors runtime/interpret_rules*.py; masked-off elements are skipped = identity)."""
+find_index8 (mirrors runtime/interpret_*.py; masked-off elements are skipped = identity)."""
 from __future__ import annotations
 
 import contextlib

@@ -22,8 +22,8 @@ from .. import errors
 from ..core import ir
 from ..core.affine import Affine
 from ..core.ops import rule
-from .interpret_rules import _finish, convert
-from .interpreter import Machine
+from .interpret_common import convert, finish as _finish
+from .machine import Machine
 
 F32 = np.float32
 

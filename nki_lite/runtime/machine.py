@@ -1,0 +1,149 @@
+"""The interpreter's machine: memory (buffer contents by name, on-chip tiles created on first touch)
+and execution state of one kernel run, with the hooks runtime/debug_checks.py overrides.
+
+Contract: `Machine(kernel, inputs).run()` executes the kernel (rules from the op registry's
+"interpret" backend, loaded by runtime/interpreter.py); `fill_uninit(arr, dtype)` fills an array
+the way uninitialised memory reads (NaN; integers: a sentinel; bool: True) — the JIT's
+prefilled outputs use it too.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Mapping
+
+import numpy as np
+
+from .. import errors, hostmem
+from ..core import dtypes as D
+from ..core import ir
+from ..core.affine import Mask
+from ..core.bits import UNINIT_SENTINEL
+from ..core.ops import OPS
+from ..lower import analysis
+
+
+def fill_uninit(arr: np.ndarray, dtype: str) -> None:
+    info = D.INFO[dtype]
+    if info.kind == "f":
+        arr[...] = np.float32("nan")
+    elif info.kind == "b":
+        arr[...] = True
+    else:
+        arr[...] = UNINIT_SENTINEL[dtype]
+
+
+class _Memory(dict):
+    """Buffer contents by name; an on-chip tile is created (uninitialised) on first touch, so dead
+    tiles can be dropped (lower/analysis/liveness.py) and an unrolled kernel of 10^5 temporaries holds only
+    its live tiles."""
+
+    def __init__(self, machine: "Machine"):
+        super().__init__()
+        self.machine = machine
+
+    def __missing__(self, name: str) -> np.ndarray:
+        arr = self[name] = self.machine.new_array(self.machine.buffers[name])
+        return arr
+
+
+class Machine:
+    """Memory and execution state for one kernel run."""
+
+    def __init__(self, kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]):
+        self.kernel = kernel
+        self.buffers = kernel.buffer_map
+        self.mem: dict[str, np.ndarray] = _Memory(self)
+        self.dead_after = analysis.of(kernel).liveness.free_after     # id(node) -> tiles dead once it ran
+        for b in kernel.buffers:
+            if b.space == ir.Space.HBM and b.base is None:
+                if b.kind == "input":
+                    self.mem[b.name] = np.array(inputs[b.name], dtype=D.storage(b.dtype), order="C", copy=True)
+                elif b.kind == "const":
+                    self.mem[b.name] = np.array(dict(kernel.consts)[b.name].array, copy=True)
+                else:
+                    self.mem[b.name] = self.new_array(b)
+        for b in kernel.buffers:
+            if b.base is not None:
+                self.mem[b.name] = self.mem[b.base].reshape(b.shape)
+
+    def new_array(self, b: ir.Buffer) -> np.ndarray:
+        arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
+        fill_uninit(arr, b.dtype)
+        return arr
+
+    # ---- execution
+    def run(self) -> None:
+        for pid in self.programs():
+            env = {f"pid{k}": v for k, v in enumerate(pid)}
+            for b in self.kernel.buffers:        # private on-chip / private HBM per program
+                if b.space != ir.Space.HBM:
+                    self.mem.pop(b.name, None)       # made fresh on first touch
+                elif b.kind == "local" and b.hbm_kind != "shared_hbm":
+                    self.mem[b.name] = self.new_array(b)
+            self.exec(self.kernel.body, env)
+
+    def exec(self, nodes, env: dict) -> None:
+        for n in nodes:
+            if isinstance(n, ir.Loop):
+                self.loop(n, env)
+            else:
+                self.step(n, env)
+            for name in self.dead_after.get(id(n), ()):
+                self.mem.pop(name, None)
+
+    # Hooks overridden by runtime/debug_checks.py (program and iteration order, per-instruction checks).
+    def programs(self):
+        """The SPMD program ids, in execution order (row-major)."""
+        return itertools.product(*[range(g) for g in self.kernel.grid or ()])
+
+    def loop(self, n: ir.Loop, env: dict) -> None:
+        for v in range(n.trip):
+            env[n.var] = v
+            self.exec(n.body, env)
+        env.pop(n.var, None)
+
+    def step(self, instr: ir.Instr, env: dict) -> None:
+        OPS[instr.op].rules["interpret"](self, instr, env)
+
+    # ---- memory access
+    def _indices(self, acc: ir.Access, env, mask: np.ndarray | None, instr: ir.Instr):
+        resolved = getattr(acc, "resolved", None)    # an indirect access, indices already computed
+        if resolved is not None:                     # (and checked) by interpret_indirect.py
+            return resolved
+        buf = self.buffers[acc.buffer]
+        shape = acc.shape
+        idx = []
+        for d, e in enumerate(acc.index):
+            v = np.broadcast_to(np.asarray(e.evaluate(env, shape), dtype=np.int64), shape)
+            lim = buf.shape[d]
+            live = v if mask is None else v[mask]
+            if live.size and (live.min() < 0 or live.max() >= lim):
+                lo, hi = int(live.min()), int(live.max())
+                where = ", ".join(f"{k}={val}" for k, val in sorted(env.items()))
+                raise errors.make("out_of_bounds",
+                                  f"access to '{buf.name}' (shape {buf.shape}) on dimension {d}: index range "
+                                  f"[{lo}, {hi}] exceeds [0, {lim - 1}]" + (f" when {where}" if where else ""),
+                                  loc=instr.loc)
+            if mask is not None:
+                v = np.where(mask, v, 0)
+            idx.append(v)
+        return tuple(idx)
+
+    def eval_mask(self, instr: ir.Instr, env, shape) -> np.ndarray | None:
+        m: Mask | None = instr.mask
+        return None if m is None else m.evaluate(env, shape)
+
+    def read(self, acc: ir.Access, env, instr: ir.Instr, mask=None) -> np.ndarray:
+        return self.mem[acc.buffer][self._indices(acc, env, mask, instr)]
+
+    def write(self, acc: ir.Access, env, values: np.ndarray, instr: ir.Instr, mask=None) -> None:
+        arr = self.mem[acc.buffer]
+        idx = self._indices(acc, env, mask, instr)
+        values = np.broadcast_to(values, acc.shape)
+        if mask is None:
+            arr[idx] = values
+        else:
+            arr[tuple(i[mask] for i in idx)] = values[mask]
+
+    def dtype_of(self, acc: ir.Access) -> str:
+        return self.buffers[acc.buffer].dtype

@@ -33,7 +33,7 @@ def where_text(env: dict) -> str:
 
 
 def oob_message(buf: ir.Buffer, dim: int, value: int, element: tuple, where: str) -> str:
-    """The NL-E503 message (shared with the JIT, runtime/jit.py, so both modes say the same);
+    """The NL-E503 message (shared with the JIT, runtime/native.py, so both modes say the same);
     `element` is the tile coordinate whose index is out of range."""
     at = ", ".join(map(str, element))
     return (f"indirect index {value} on dimension {dim} of '{buf.name}' (shape {buf.shape}) is outside "

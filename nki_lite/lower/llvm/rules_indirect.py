@@ -4,7 +4,7 @@ runtime/interpret_indirect.py, whose docstring states the semantics).
 One scalar loop over the tile in row-major order (the interpreter's element order, so the first
 out-of-range index reported and the order of repeated read-modify-writes agree): per live element
 read the index tile, add the affine part of the indirect dimension, check it against the
-dimension's size (oob=error: a status report with code ERR_INDIRECT, which runtime/jit.py turns into
+dimension's size (oob=error: a status report with code ERR_INDIRECT, which runtime/native.py turns into
 NL-E503; oob=skip: the element is not moved), then move (or add, rmw=add) one element. The
 index is data: nothing here is vectorised or fused.
 """

@@ -341,3 +341,13 @@ def test_uninitialised_read_check_follows_indirect_moves(monkeypatch):
     with pytest.raises(errors.NkiLiteError) as ei:             # the gathered rows were never written
         gather_from_scratch(data, idx, False, mode="interpret")
     assert ei.value.code == "NL-E902"
+
+
+def test_schedule_regions_take_the_whole_indirect_dimension():
+    from nki_lite.lower.cost.plan import Plan
+    k = stores_in_a_loop.trace(f32(4, 16, 8), np.zeros((4, 16, 1), np.int32))
+    plan = Plan(k, TARGETS["trn2"])
+    (info,) = [plan.info[id(i)] for i, _ in walk(plan.body) if i.op == "dma_indirect"]
+    (w,) = info.writes
+    lo, hi = w.box({v: 0 for v in w.coef} | {"i0": 2})
+    assert (lo[0], hi[0]) == (0, 63) and (lo[1], hi[1]) == (0, 7)   # any row of out, whatever i0

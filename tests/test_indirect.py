@@ -351,3 +351,15 @@ def test_schedule_regions_take_the_whole_indirect_dimension():
     (w,) = info.writes
     lo, hi = w.box({v: 0 for v in w.coef} | {"i0": 2})
     assert (lo[0], hi[0]) == (0, 63) and (lo[1], hi[1]) == (0, 7)   # any row of out, whatever i0
+
+
+def test_bf16_read_modify_write_agrees_bitwise_between_backends():
+    x = f32(16, 8).astype(ml_dtypes.bfloat16)
+    idx = np.array([3, 3, 1, 0, 3, 2, 2, 5, 6, 7, 8, 9, 10, 11, 1, 0], np.int32)   # repeats accumulate
+    a = scatter_rows(x, idx, 12, "rmw", mode="interpret")
+    b = scatter_rows(x, idx, 12, "rmw", mode="jit")
+    np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    want = np.full((12, 8), -1, np.float32).astype(ml_dtypes.bfloat16)
+    for k in range(16):                       # fp32 add, one rounding to bf16 per element
+        want[idx[k]] = (want[idx[k]].astype(np.float32) + x[k].astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(a.view(np.uint16), want.view(np.uint16))

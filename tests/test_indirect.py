@@ -363,3 +363,21 @@ def test_bf16_read_modify_write_agrees_bitwise_between_backends():
     for k in range(16):                       # fp32 add, one rounding to bf16 per element
         want[idx[k]] = (want[idx[k]].astype(np.float32) + x[k].astype(np.float32)).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(a.view(np.uint16), want.view(np.uint16))
+
+
+@nki.jit
+def indices_by_element(data):
+    """The public gather_flattened example's pattern: an index tile filled element by element."""
+    idx = nl.zeros((data.shape[0], 4), dtype=nl.uint32)
+    for i in nl.static_range(data.shape[0]):
+        for j in nl.static_range(4):
+            idx[i, j] = 3 * j + i % 2
+    out = nl.ndarray([data.shape[0], 4], dtype=data.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.gather_flattened(data=nl.load(data), indices=idx))
+    return out
+
+
+def test_an_index_tile_filled_element_by_element(mode):
+    data = f32(6, 16)
+    want = np.take_along_axis(data, (3 * np.arange(4)[None, :] + np.arange(6)[:, None] % 2), axis=1)
+    np.testing.assert_array_equal(indices_by_element(data, mode=mode), want)

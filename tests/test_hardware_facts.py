@@ -33,7 +33,7 @@ ALLOWED: dict[tuple[str, int], str] = {
     ("nki_lite/numerics/bitcodec.py", 128): "the float32 exponent bias + 1 (128 - B)",
     ("nki_lite/lower/parallel.py", 1 << 18): "REGION_MIN_ELEMENTS: work per threaded region, a host cost",
     ("nki_lite/lower/analysis/coverage.py", 1 << 18): "COVER_POINTS: an enumeration budget",
-    ("nki_lite/runtime/jit.py", 4096): "bound on the status words of a disk-cache entry (validation)",
+    ("nki_lite/lower/llvm/plan_check.py", 4096): "bound on the status words of a disk-cache entry (validation)",
     ("nki_lite/lang/purity.py", 1 << 16): "_MAX_ITEMS: containers fingerprinted per trace",
     ("nki_lite/lang/source.py", 4096): "an lru_cache size",
 }

@@ -26,6 +26,7 @@ from .lang.purity import KernelPurityWarning  # noqa: E402,F401
 from .lang.tile import TilePrintWarning  # noqa: E402,F401
 from .runtime import interpret_compute, interpret_data, interpret_gather, interpret_reduce  # noqa: E402,F401  (register the interpreter rules)
 from .runtime import interpret_partition, interpret_rng, interpret_select  # noqa: E402,F401  (issue #13 batch 1)
+from .runtime import interpret_indirect  # noqa: E402,F401  (indirect DMA, dynamic copies)
 from .runtime.kernel import Kernel, jit, simulate_kernel  # noqa: E402,F401
 
 from . import compiler  # noqa: E402,F401

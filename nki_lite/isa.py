@@ -5,6 +5,7 @@ from .lang.isa_common import (engine, get_nc_version, gpsimd_engine, nc_version,
                               sync_engine, tensor_engine, unknown_engine, vector_engine)
 from .lang.isa_compute import (activation, affine_select, iota, nc_matmul, reciprocal,  # noqa: F401
                                scalar_tensor_tensor, tensor_copy_predicated, tensor_scalar, tensor_tensor)
+from .lang.ops_indirect import tensor_copy_dynamic_src  # noqa: F401
 from .lang.isa_data import dge_mode, dma_copy, memset, nc_transpose, oob_mode, tensor_copy  # noqa: F401
 from .lang.isa_gather import local_gather  # noqa: F401
 from .lang.isa_movement import dma_transpose, nc_stream_shuffle  # noqa: F401

@@ -279,18 +279,18 @@ def test_dma_copy_hbm_to_hbm_and_through_sbuf(mode):
     np.testing.assert_array_equal(c, np.concatenate([a[:, 16:], a[:, :16]], axis=1))
 
 
-def test_dma_copy_shape_mismatch_and_rmw_are_errors():
+def test_dma_copy_shape_mismatch_and_an_undocumented_rmw_op_are_errors():
     @nki.jit
     def k(a, rmw):
         b = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
         if rmw:
-            nisa.dma_copy(dst=b, src=a, dst_rmw_op=np.add)
+            nisa.dma_copy(dst=b, src=a, dst_rmw_op=np.multiply)     # NKI documents np.add only
         else:
             nisa.dma_copy(dst=b[:, 0:8], src=a)
         return b
     with pytest.raises(errors.ShapeError):
         k(f32(8, 16), False)
-    with pytest.raises(errors.UnsupportedError, match="dst_rmw_op"):
+    with pytest.raises(errors.UnsupportedError, match="np.add only"):
         k(f32(8, 16), True)
 
 

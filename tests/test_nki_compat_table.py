@@ -90,6 +90,7 @@ def _smoke_explicit():
         "empty_like": lambda t: nl.empty_like(t),
         "load_transpose2d": None,           # needs the HBM tensor: run below
         "where": lambda t: nl.where(t > 0.5, t, 0.0),
+        "gather_flattened": lambda t: nl.gather_flattened(t, nl.zeros((t.shape[0], 3), dtype=nl.uint32)),
         "matmul": lambda t: nl.matmul(t, t, transpose_x=True),
         "broadcast_to": lambda t: nl.broadcast_to(t[:, 0:1], t.shape),
         "shared_identity_matrix": lambda t: nl.load(nl.shared_identity_matrix(8, nl.float32)),

@@ -116,6 +116,11 @@ _TABLE = [
      "vector", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("local_gather", "per 16-partition core: gather runs of src elements at uint16 offsets read from index",
      "gpsimd", "compute", _F, _F, _F, _F, _F, ALL, _F, _F),
+    ("dma_indirect", "DMA with a run-time offset on one dimension of src or dst read from an index tile "
+     "(attrs dyn, dim, oob); rmw=add accumulates into dst",
+     "dma", "dma", _F, _F, _F, _F, _F, (), _T, _F),
+    ("copy_dynamic", "on-chip copy from a run-time offset along a free dimension (tensor_copy_dynamic_src)",
+     "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),
     ("device_print", "print a tile's values (interpreter: to stdout)",
      "none", "debug", _F, _F, _F, _F, _T, (), _F, _T),
     # random numbers (numerics/rng.py); the seed input (a tile element or immediate) ignores the mask
@@ -164,6 +169,17 @@ def reads(instr) -> list:
     return out
 
 
+def dynamic_access(instr) -> tuple[str, int, int] | None:
+    """(role, k, dim) of the access whose index on buffer dimension `dim` is completed at run time by
+    an index tile (dma_indirect / copy_dynamic with attr `dyn`; lang/ops_indirect.py), else None.
+    Analyses must not read that dimension's affine index as the elements touched: the access may
+    reach any element of the dimension."""
+    side = instr.attr("dyn")
+    if not side:
+        return None
+    return ("out" if side == "out" else "in", 0, instr.attr("dim"))
+
+
 def is_compute(instr) -> bool:
     """An engine instruction on tiles: not a marker/debug op and not a DMA (a dma-kind op, or any op
     whose engine is the DMA, e.g. a future dma_transpose)."""
@@ -208,7 +224,7 @@ def rule(backend: str, name: str):
 
 
 _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_compute",
-                 "nki_lite.runtime.interpret_reduce",
+                 "nki_lite.runtime.interpret_reduce", "nki_lite.runtime.interpret_indirect",
                  "nki_lite.lower.llvm.rules_common", "nki_lite.lower.llvm.rules_compute",
                  "nki_lite.lower.llvm.rules_data", "nki_lite.lower.llvm.rules_reduce",
                  "nki_lite.lower.cost.rules", "nki_lite.runtime.interpret_gather",
@@ -218,7 +234,8 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.runtime.interpret_partition",
                  "nki_lite.lower.llvm.rules_rng", "nki_lite.lower.llvm.rules_select",
                  "nki_lite.lower.llvm.rules_partition",
-                 "nki_lite.lower.cost.rules_rng_select", "nki_lite.lower.cost.rules_partition")
+                 "nki_lite.lower.cost.rules_rng_select", "nki_lite.lower.cost.rules_partition",
+                 "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -4,9 +4,10 @@ enums (oob_mode, dge_mode).
 Contract: each call checks its operands and emits one IR instruction (plus the result tile's
 allocation where it has one). nisa.dma_copy (legacy: "both src and dst can be in HBM or SBUF") is one
 DMA of src into dst (the IR's dma_copy, as nl.load/nl.store), shapes equal, masked-off elements
-unwritten; oob_mode concerns indirect (tile-valued) indices, so with nki_lite's affine indices an
-out-of-bounds access is a verification error whatever the mode; dst_rmw_op (accumulating DMA) is not
-built (NL-E904 at the line); dge_mode is a descriptor-generation hint. nc_transpose's size limits
+unwritten. A tile-indexed (indirect) src or dst, or dst_rmw_op=np.add, makes it the IR's
+dma_indirect (lang/ops_indirect.py): oob_mode says what a run-time index out of range does (error:
+NL-E503; skip: the element is not moved); an affine out-of-bounds access stays a verification error
+whatever the mode. dge_mode is a descriptor-generation hint. nc_transpose's size limits
 come from core/targets.py.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from .. import errors
 from ..loc import capture_loc
 from ..core import ir
+from . import ops_indirect
 from .api import isa
 from .isa_common import engine_auto, engine_name
 from .masks import to_mask
@@ -95,12 +97,17 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
         if not isinstance(t, Tile):
             raise errors.make("argument", f"nisa.dma_copy {what}= must be a tensor or tile, got {type(t).__name__}",
                               loc=loc)
-    if dst_rmw_op is not None:
-        raise errors.make("unsupported", "nisa.dma_copy(dst_rmw_op=...) (an accumulating DMA) is not built yet",
-                          loc=loc, hint="load dst, combine with nl.add / nisa.tensor_tensor, store it back")
     if tuple(dst.shape) != tuple(src.shape):
         raise errors.make("shape_mismatch", f"nisa.dma_copy: dst shape {tuple(dst.shape)} differs from src shape "
                           f"{tuple(src.shape)}", loc=loc)
+    oob = ops_indirect.oob_name(oob_mode, loc)
+    if dst_rmw_op is not None or ops_indirect.is_indirect(dst, src):
+        rmw = ops_indirect.rmw_name(dst_rmw_op, loc) if dst_rmw_op is not None else ""
+        if rmw and oob == "skip":       # NKI: "if dst_rmw_op is specified, only oob_mode.error is allowed"
+            raise errors.make("argument", "nisa.dma_copy: dst_rmw_op allows only oob_mode=nisa.oob_mode.error",
+                              loc=loc)
+        ops_indirect.emit("dma_indirect", dst, src, mask, loc, oob=oob, rmw=rmw)
+        return
     acc = broadcast_access(src.access, dst.shape, "src")
     current().emit(ir.Instr("dma_copy", (dst.access,), (acc,), attrs(engine="dma"), to_mask(mask, dst.shape, loc),
                             loc))

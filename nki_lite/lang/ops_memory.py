@@ -16,6 +16,7 @@ from ..loc import capture_loc
 from ..core import ir
 from ..core import dtypes as D
 from ..core.affine import Affine, axis_var
+from . import ops_indirect
 from .api import api
 from .masks import to_mask
 from .memory import ON_CHIP, new_buffer, resolve_dtype
@@ -49,6 +50,8 @@ def load(src, *, mask=None, dtype=None) -> Tile:
     loc = capture_loc(2)
     src = _require_tile(src, "src", "load", loc)
     _require_space(src, (ir.Space.HBM,), "src", "load", loc)
+    if ops_indirect.is_indirect(src):
+        return ops_indirect.load_indirect(src, mask, dtype, loc)
     dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
     sacc = src.access
     # on-chip tiles are at least 2-D: a vector lands one element per partition ([n] -> [n, 1]) and a
@@ -75,12 +78,21 @@ def store(dst, value, *, mask=None) -> None:
                           hint="create a tile with nl.full(...) and store it")
     value = _require_tile(value, "value", "store", loc)
     _require_space(value, ON_CHIP, "value", "store", loc)
+    if ops_indirect.is_indirect(dst, value):
+        ops_indirect.emit("dma_indirect", dst, value, mask, loc)
+        return
     src = broadcast_access(value.access, dst.shape, "value")
     tr.emit(ir.Instr("dma_copy", (dst.access,), (src,), attrs(engine="dma"), to_mask(mask, dst.shape, loc), loc))
 
 
 def copy_into(dst: Tile, value: Tile, loc, mask=None, engine: str | None = None) -> None:
     tr = current()
+    if ops_indirect.is_indirect(dst, value):      # `hbm[idx_tile, j] = tile`: an indirect DMA
+        if dst.space != ir.Space.HBM and value.space != ir.Space.HBM:
+            ops_indirect.emit("copy_dynamic", dst, value, mask, loc, engine=engine or "vector")
+        else:
+            ops_indirect.emit("dma_indirect", dst, value, mask, loc)
+        return
     src = broadcast_access(value.access, dst.shape, "value")
     if dst.space == ir.Space.HBM or value.space == ir.Space.HBM:
         tr.emit(ir.Instr("dma_copy", (dst.access,), (src,), attrs(engine="dma"), mask, loc))
@@ -108,6 +120,9 @@ def assign(view: Tile, value) -> None:
             return
     if isinstance(value, LoopReduce):          # dst[...] = nl.loop_reduce(x, ...): dst = op(x, dst)
         value.apply_into(view)
+        return
+    if isinstance(value, Tile) and ops_indirect.is_indirect(view, value):
+        copy_into(view, value, loc)                # `hbm[idx, j] = t`, `sb[...] = sb2[ix, off + iy]`
         return
     if isinstance(value, Tile):
         if not (isinstance(value, PendingMatmul) and value.consumed) and value.access == view.access:

@@ -28,6 +28,7 @@ from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..core import dtypes as D
 from .index import DynSlice, Index, as_index
+from . import indirect
 from .memory import SPACE_OBJECTS, new_buffer
 from .opnames import UFUNC_OPS
 from .source import stmt_at
@@ -58,6 +59,7 @@ class Tile:
     """A traced tensor or tile: a view into an HBM, SBUF or PSUM buffer."""
 
     __array_priority__ = 1000
+    _is_view_indirect = False       # an IndirectView (lang/ops_indirect.py): only DMAs may take it
 
     def __init__(self, tracer: Tracer, access: ir.Access, dtype: str):
         self._tracer = tracer
@@ -117,6 +119,9 @@ class Tile:
 
     # ---- views
     def __getitem__(self, key) -> "Tile":
+        key, dyn = indirect.split_key(key if isinstance(key, tuple) else (key,), _index_tile)
+        if dyn is not None:          # a tile-valued index: lang/ops_indirect.py builds the view
+            return _op("indirect_view")(self, key, dyn)
         return Tile(self._tracer, compose(self.access, key, self._tracer), self._dtype)
 
     def view_of(self, access: ir.Access) -> "Tile":
@@ -159,6 +164,9 @@ class Tile:
 
     # ---- operators -> nl ops
     def _bin(self, other, name: str, reverse: bool = False):
+        dyn = indirect.dyn_offset(self, other, name, reverse)     # `offsets[0, k] + iy`: an index
+        if dyn is not None:
+            return dyn
         if isinstance(other, Tile) and self.shape and other.shape and other.shape[0] != self.shape[0]:
             _partition_broadcast_error(name, *((other, self) if reverse else (self, other)))
         fn = _op(name)
@@ -244,6 +252,10 @@ _SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "mod": 
             "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "left_shift": "<<", "right_shift": ">>",
             "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==",
             "not_equal": "!="}
+
+
+def _index_tile(k) -> bool:
+    return isinstance(k, Tile) and not k._is_view_indirect and not isinstance(k, PendingMatmul)
 
 
 def _partition_broadcast_error(name: str, x: Tile, y: Tile):

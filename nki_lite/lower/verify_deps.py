@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import errors
 from ..core.affine import Affine
+from ..core.ops import dynamic_access
 from ..core.ir import Access, Space
 from .analysis.accesses import flat_index
 from .analysis.dependence import accumulation_exempt, hbm_shared_across
@@ -244,7 +245,10 @@ def check_dependencies(ctx: Ctx) -> None:
         for depth, loop in enumerate(s.loops):
             if loop.kind != "affine" or loop.trip < 2:
                 continue
+            dyn = dynamic_access(s.instr)          # run-time indices: no static witness either way
             for k, acc in enumerate(s.instr.outs):
+                if dyn is not None and dyn[:2] == ("out", k):
+                    continue
                 b = ctx.buf(acc.buffer)
                 if b.space != Space.HBM and id(loop) in alloc_loops.get(acc.buffer, set()):
                     continue                       # a fresh tile in every iteration
@@ -255,6 +259,8 @@ def check_dependencies(ctx: Ctx) -> None:
                     order.append(id(loop))
                 per_loop[id(loop)][1].append(_W(ctx, s, k, acc, depth))
             for k, acc in enumerate(s.instr.ins):
+                if dyn is not None and dyn[:2] == ("in", k):
+                    continue
                 if (isinstance(acc, Access) and ctx.buf(acc.buffer).space == Space.HBM
                         and hbm_shared_across(ctx.root(acc.buffer), loop)):
                     hbm_reads.setdefault(id(loop), []).append(_W(ctx, s, k, acc, depth, role="in"))

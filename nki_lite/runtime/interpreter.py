@@ -10,7 +10,7 @@ Contract:
 - Every access is bounds-checked per dimension (only where the instruction's mask is true);
   a violation raises IndexOutOfBoundsError naming the kernel line, the index range and the loop
   variable values.
-- Op semantics live in runtime/interpret_{data,compute,reduce}.py, registered in the op registry;
+- Op semantics live in runtime/interpret_{data,compute,reduce,indirect}.py, registered in the op registry;
   the machine (memory, hooks) is runtime/machine.py.
 - `programs`, `loop`, `step`, `read` and `write` are the hooks runtime/debug_checks.py overrides
   (opt-in checks selected by knobs; `run` picks that subclass when one is on).
@@ -24,6 +24,7 @@ import numpy as np
 from ..core import ir
 from . import interpret_compute, interpret_data, interpret_gather, interpret_reduce  # noqa: F401 - register the rules
 from . import interpret_partition, interpret_rng, interpret_select  # noqa: F401 - issue #13 batch 1
+from . import interpret_indirect  # noqa: F401 - indirect DMA, dynamic copies
 from .debug_checks import machine_class
 
 

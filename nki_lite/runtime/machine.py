@@ -108,6 +108,9 @@ class Machine:
 
     # ---- memory access
     def _indices(self, acc: ir.Access, env, mask: np.ndarray | None, instr: ir.Instr):
+        resolved = getattr(acc, "resolved", None)    # an indirect access, indices already computed
+        if resolved is not None:                     # (and checked) by interpret_indirect.py
+            return resolved
         buf = self.buffers[acc.buffer]
         shape = acc.shape
         idx = []

@@ -23,6 +23,7 @@ from ..core import dtypes as D
 from ..core import ir
 from ..lower.llvm.abi import STATUS_DISPATCH, STATUS_PHASES, STATUS_PRIVATE_ARENA, STATUS_PROG_HI
 from ..lower.llvm.abi import STATUS_PROG_LO, STATUS_STOP
+from ..lower.llvm.rules_indirect import ERR_INDIRECT
 
 PRINT_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 _KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -126,6 +127,10 @@ class Native:
         acc = accesses[min(operand, len(accesses) - 1)] if accesses else None
         buf = self.kernel.buffer(acc.buffer) if acc is not None else None
         where = self._env_text(status, site)
+        if code == ERR_INDIRECT and buf is not None:       # lower/llvm/rules_indirect.py
+            from .interpret_indirect import oob_message
+            el = tuple(int(x) for x in np.unravel_index(hi, instr.outs[0].shape))   # hi: the tile element
+            return errors.make("indirect_out_of_bounds", oob_message(buf, dim, lo, el, where), loc=instr.loc)
         shape = buf.shape if buf is not None else ()
         lim = shape[dim] if dim < len(shape) else 0
         return errors.make("out_of_bounds",

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...core import ir
 from ...core.affine import Affine, Cmp, axis_var
+from ...core.ops import dynamic_access
 from .accesses import flat_index
 from .ranges import BUDGET, enumerate_points, holds, prod
 
@@ -90,6 +91,8 @@ def fully_written(kernel: ir.Kernel, name: str) -> bool:
     for instr, loops in ir.walk(kernel.body):
         if any(lp.trip <= 0 for lp in loops):
             continue
+        if dynamic_access(instr) is not None:
+            continue       # the rows an indirect write reaches are known only at run time
         for acc in instr.outs:
             if acc.buffer == name and _covers(kernel, buf, instr, loops, acc):
                 return True

@@ -38,7 +38,7 @@ import functools
 
 from ...core import ir
 from ...core.affine import Affine, axis_var
-from ...core.ops import accumulates, host_effect
+from ...core.ops import accumulates, dynamic_access, host_effect
 from .accesses import root_name
 
 ASSOCIATIVE = ("add", "multiply", "maximum", "minimum")
@@ -139,6 +139,9 @@ def why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, after
     for instr, loops in ir.walk(body):
         if instr.op == "alloc":
             continue
+        if (dynamic_access(instr) or ("",))[0] == "out":
+            # run-time indices may reach any element of their dimension: never proven independent
+            return f"{instr.op}{_at(instr)} writes at indices read at run time"
         for acc in instr.outs:
             b = bufs[acc.buffer]
             if b.space != ir.Space.HBM:
@@ -162,10 +165,12 @@ def why_dependent(kernel, pvars, extents, body, private: set, fixed: dict, after
         if accumulates(instr) and root(instr.out.buffer) not in private:
             return f"nc_matmul{_at(instr)} accumulates into '{root(instr.out.buffer)}', allocated outside the loop"
     for instr, _ in ir.walk(body):
-        for acc in instr.ins:
+        dyn = dynamic_access(instr)
+        for k, acc in enumerate(instr.ins):
             if isinstance(acc, ir.Access):
                 r = root(acc.buffer)
-                if r in writes and acc not in writes[r]:
+                indirect = dyn is not None and dyn[:2] == ("in", k)     # may read any row of r
+                if r in writes and (indirect or acc not in writes[r]):
                     return f"{instr.op}{_at(instr)} reads '{r}' in a region other iterations write"
     for instr, _ in ir.walk(after):
         for o in instr.ins:

@@ -20,7 +20,7 @@ from ...core.affine import axis_of, is_axis_var
 from ...core.ir import Access, Instr, Kernel, Loop, Space, walk
 from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
-from ...core.ops import accumulates, is_dma, reads as op_reads
+from ...core.ops import accumulates, dynamic_access, is_dma, reads as op_reads
 from .engines import balance as balance_engines
 from .rules import Cost, CostCtx, cost_of
 
@@ -162,24 +162,33 @@ class Plan:
         psum_hw = sum(bpp(self.bufs[n]) * slots[n] for n in ps)
         return AllocPlan(slots, sbuf_hw, psum_hw, loop_local)
 
-    def _acc(self, a: Access) -> AccInfo:
+    def _acc(self, a: Access, dyn_dim: int | None = None) -> AccInfo:
         b = self.bufs[a.buffer]
         on_chip = b.space != Space.HBM
         if a.buffer in self.linear:            # views alias their root: compare flat element ranges
             lo, hi, coef = _affine_box([flat_index(b.shape, a.index)], a.shape)
+            sizes = (b.size,)
+            if dyn_dim is not None:
+                dyn_dim = 0                    # the flat offset: any element of the view
         else:
             lo, hi, coef = _affine_box(a.index, a.shape)
+            sizes = b.shape
+        if dyn_dim is not None:                # run-time indices (dma_indirect): the whole dimension
+            lo = tuple(0 if d == dyn_dim else x for d, x in enumerate(lo))
+            hi = tuple(sizes[d] - 1 if d == dyn_dim else x for d, x in enumerate(hi))
+            coef = {v: tuple(0 if d == dyn_dim else c for d, c in enumerate(cs)) for v, cs in coef.items()}
         nblock = b.par_axis if on_chip and a.buffer not in self.linear else 0
         return AccInfo(self.root[a.buffer], a.buffer, on_chip, lo, hi, coef, nblock)
 
     def _info(self, ins: Instr) -> InstrInfo:
         reads, writes = [], []
         if ins.op != "alloc":
+            dyn = dynamic_access(ins)
             for a in op_reads(ins):
                 if self.root[a.buffer] in self.written:
-                    reads.append(self._acc(a))
+                    reads.append(self._acc(a, dyn[2] if dyn and dyn[0] == "in" and a is ins.ins[0] else None))
             for a in ins.outs:
-                writes.append(self._acc(a))
+                writes.append(self._acc(a, dyn[2] if dyn and dyn[0] == "out" else None))
         mask_vars = ()
         if ins.mask is not None:
             mask_vars = tuple(sorted(v for v in ins.mask.vars() if not is_axis_var(v)))

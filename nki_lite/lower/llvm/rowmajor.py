@@ -35,13 +35,15 @@ def row_local(em, nodes) -> int | None:
     work = [n for n in instrs if n.op != "alloc"]
     if any(not OPS[n.op].row_local for n in work):
         return None
+    if any(not o.shape for n in work for o in n.outs):
+        return None                       # a 0-d view (`t[i, j] = v`) has no partition axis to split
     P = work[0].outs[0].shape[0]
     if P < 2:
         return None
     written: set[str] = set()
     for n in work:
         shape = n.ins[0].shape if OPS[n.op].input_space else n.outs[0].shape
-        if shape[0] != P or any(o.shape[0] != P for o in n.outs):
+        if not shape or shape[0] != P or any(o.shape[0] != P for o in n.outs):
             return None
         written |= {em.root(o.buffer) for o in n.outs}
     mapping: dict[str, tuple] = {}

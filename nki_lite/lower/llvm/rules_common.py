@@ -268,7 +268,7 @@ def elementwise(em, instr: ir.Instr, ctx, ins, value_fn, *, reduce_op: str | Non
         return
     B = em.b
     dst = instr.outs[0]
-    shape = dst.shape
+    shape = dst.shape or (1,)          # a 0-d view (`t[i, j] = v`): one element, no axis variable
     accesses = [dst] + list(ins) + list(instr.outs[1:])
     slow = em.check_bounds(instr, ctx, accesses, None)
     two_phase = _aliases(em, dst, ins)

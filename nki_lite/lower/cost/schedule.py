@@ -117,21 +117,8 @@ class Simulator(Periodic):
                     for r in ws:
                         if r.dead:
                             continue
-                        if r.ranges:
-                            tt = r.overlap_time(lo, hi)
-                            if tt is None:
-                                continue
-                        else:
-                            for x, y, c, d in zip(r.lo, r.hi, lo, hi):
-                                if x > d or y < c:
-                                    break
-                            else:
-                                tt = r.t
-                                if tt > last:
-                                    last, self.producer = tt, r.eng
-                                tt += dep if r.eng == eng else (0.0 if r.eng == "none" or eng == "none" else sem)
-                                if tt > ready:
-                                    ready = tt
+                        tt = r.overlap_time(lo, hi)
+                        if tt is None:
                             continue
                         if tt > last:
                             last, self.producer = tt, r.eng
@@ -143,24 +130,10 @@ class Simulator(Periodic):
                 for pair in reg.lists_for(lo, hi):
                     for lst in pair:
                         for r in lst:
-                            if r.dead:
-                                continue
-                            if r.ranges:
-                                tt = r.overlap_time(lo, hi)
-                                if tt is None:
-                                    continue
-                            else:
-                                if r.t + sem <= ready:
-                                    continue           # cannot raise the ready time
-                                for x, y, c, d in zip(r.lo, r.hi, lo, hi):
-                                    if x > d or y < c:
-                                        break
-                                else:
-                                    tt = r.t
-                                    if r.eng != eng and r.eng != "none" and eng != "none":
-                                        tt += sem
-                                    if tt > ready:
-                                        ready = tt
+                            if r.dead or (not r.ranges and r.t + sem <= ready):
+                                continue           # (a plain box ends at r.t: it cannot raise the ready time)
+                            tt = r.overlap_time(lo, hi)
+                            if tt is None:
                                 continue
                             if r.eng != eng and r.eng != "none" and eng != "none":
                                 tt += sem

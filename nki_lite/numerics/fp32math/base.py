@@ -90,6 +90,20 @@ def _horner(t: np.ndarray, coeffs) -> np.ndarray:
     return acc
 
 
+def _odd_poly(r: np.ndarray, z: np.ndarray, coeffs) -> np.ndarray:
+    """r + (P(z) * z) * r with z = r*r, in that order: the odd series of sin, tan, tanh, arctan."""
+    p = _horner(z, coeffs)
+    p = p * z
+    p = p * r
+    return p + r
+
+
+def _clamped_abs(x: np.ndarray, clamp) -> np.ndarray:
+    """min(|x|, clamp), NaN -> clamp (the argument of a function that saturates beyond clamp)."""
+    a = _abs(x)
+    return np.where(a < clamp, a, clamp)
+
+
 def _pow2(k: np.ndarray) -> np.ndarray:
     """2^k as float32 built from bits, k int32 in [-126, 127]."""
     return _from_bits((k + I32(127)).astype(U32) << U32(23))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import (F32, I32, U32, _ABS, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _abs, _bits, _c, _coeffs,
-    _copysign_bits, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _prep, _signbit)
+from .base import (F32, I32, U32, _ABS, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _abs, _bits, _c, _clamped_abs,
+    _coeffs, _copysign_bits, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _odd_poly, _prep, _signbit)
 
 # exp: Cody-Waite split of ln2 (Cephes expf); LN2_HI has 9 significant bits so n*LN2_HI is exact
 # for |n| < 2^15.
@@ -130,13 +130,8 @@ def log(x):
 def tanh(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
-        a = _abs(x)
-        ac = np.where(a < TANH_CLAMP, a, TANH_CLAMP)          # NaN -> 10
-        z = ac * ac
-        p = _horner(z, TANH_P)
-        p = p * z
-        p = p * ac
-        small = p + ac
+        ac = _clamped_abs(x, TANH_CLAMP)                      # NaN -> 10
+        small = _odd_poly(ac, ac * ac, TANH_P)
         y, n = _exp_parts(ac + ac)
         e = _ldexp(y, n)
         d = e + _ONE

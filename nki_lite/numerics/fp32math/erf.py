@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import (F32, _HALF, _ONE, _c, _clamped_abs, _coeffs, _copysign_bits, _finish, _horner, _ldexp,
-    _prep, _signbit)
+from .base import (F32, _HALF, _ONE, _c, _clamped_abs, _coeffs, _finish, _horner, _ldexp, _prep,
+    _saturating_odd, _signbit)
 from .explog import _exp_parts
 
 # erf / erfc: fitted for nki_lite (weighted-Lawson minimax in float64, coefficients rounded to
@@ -101,9 +101,7 @@ def erf(x):
         R = _erfc_r(ac)
         c = R * y
         c = _ldexp(c, n)
-        large = _ONE - c
-        r = np.where(ac < ERF_ONE, small, large)
-        return _finish(x, _copysign_bits(r, x), shape)
+        return _saturating_odd(x, ac, ERF_ONE, small, c, shape)
 
 
 def gelu(x):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .base import (F32, I32, U32, _ABS, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _abs, _bits, _c, _clamped_abs,
-    _coeffs, _copysign_bits, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _odd_poly, _prep, _signbit)
+    _coeffs, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _odd_poly, _prep, _saturating_odd,
+    _signbit)
 
 # exp: Cody-Waite split of ln2 (Cephes expf); LN2_HI has 9 significant bits so n*LN2_HI is exact
 # for |n| < 2^15.
@@ -136,9 +137,7 @@ def tanh(x):
         e = _ldexp(y, n)
         d = e + _ONE
         q = _TWO / d
-        large = _ONE - q
-        t = np.where(ac < TANH_SMALL, small, large)
-        return _finish(x, _copysign_bits(t, x), shape)
+        return _saturating_odd(x, ac, TANH_SMALL, small, q, shape)
 
 
 def sigmoid(x):

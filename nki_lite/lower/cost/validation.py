@@ -27,21 +27,18 @@ HFU_RANGE = (70.0, 95.0)  # the optimised kernel's model HFU
 
 
 class _Compared:
-    """A model figure against its published one: relative error, and ok within the class's TOL."""
-    TOL = 0.0
-
-    def figures(self) -> tuple[float, float]:
-        """(model, published)."""
-        raise NotImplementedError
+    """A model figure against its published one: relative error, and ok within the tolerance.
+    COMPARED names the row's (model field, published field, tolerance)."""
+    COMPARED: tuple[str, str, float]
 
     @property
     def error(self) -> float:
-        model, published = self.figures()
-        return model / published - 1.0
+        model, published, _ = self.COMPARED
+        return getattr(self, model) / getattr(self, published) - 1.0
 
     @property
     def ok(self) -> bool:
-        return abs(self.error) <= self.TOL
+        return abs(self.error) <= self.COMPARED[2]
 
 
 @dataclass
@@ -52,10 +49,7 @@ class Row(_Compared):
     model_ms: float
     published_hfu: float
     model_hfu: float
-    TOL = LATENCY_TOL
-
-    def figures(self) -> tuple[float, float]:
-        return self.model_ms, self.published_ms
+    COMPARED = ("model_ms", "published_ms", LATENCY_TOL)
 
 
 @dataclass
@@ -63,10 +57,7 @@ class StepRow(_Compared):
     step: str
     published: float
     model: float
-    TOL = RATIO_TOL
-
-    def figures(self) -> tuple[float, float]:
-        return self.model, self.published
+    COMPARED = ("model", "published", RATIO_TOL)
 
 
 def compare(model_ms: dict, model_hfu: dict):

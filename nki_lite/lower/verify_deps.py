@@ -274,15 +274,21 @@ def check_dependencies(ctx: Ctx) -> None:
                 for w2 in ws[i:]:
                     if w1.exempt and w2.exempt:
                         continue
-                    if not (w1.space.certain and w2.space.certain):
-                        continue
-                    outer = list(ctx.extents(w1.site.loops[:w1.depth]).keys())
-                    if _separated(ctx, loop, w1, w2, set(outer)):
-                        continue
-                    hit = _witness(ctx, loop, w1, w2, outer)
+                    hit = _conflict(ctx, loop, w1, w2, w1)
                     if hit is not None:
                         _raise(ctx, loop, w1, w2, hit)
         _check_hbm_reads(ctx, loop, groups, hbm_reads.get(lid, ()))
+
+
+def _conflict(ctx: Ctx, loop, a: _W, b: _W, inner: _W):
+    """The witness of a and b touching one element in two iterations of `loop` (the loops enclosing
+    it up to `inner`'s depth held fixed), or None: unknown spaces or provably separated."""
+    if not (a.space.certain and b.space.certain):
+        return None
+    outer = list(ctx.extents(inner.site.loops[:inner.depth]).keys())
+    if _separated(ctx, loop, a, b, set(outer)):
+        return None
+    return _witness(ctx, loop, a, b, outer)
 
 
 def _check_hbm_reads(ctx: Ctx, loop, writes: dict[str, list[_W]], reads) -> None:
@@ -292,23 +298,25 @@ def _check_hbm_reads(ctx: Ctx, loop, writes: dict[str, list[_W]], reads) -> None
     itself (or what no iteration writes) is fine."""
     for r in reads:
         for w in writes.get(r.root.name, ()):
-            if not (w.space.certain and r.space.certain):
-                continue
-            outer = list(ctx.extents(r.site.loops[:r.depth]).keys())
-            if _separated(ctx, loop, w, r, set(outer)):
-                continue
-            hit = _witness(ctx, loop, w, r, outer)
+            hit = _conflict(ctx, loop, w, r, r)
             if hit is not None:
                 _raise_read(ctx, loop, w, r, hit)
 
 
-def _raise_read(ctx: Ctx, loop, w: _W, r: _W, hit) -> None:
+def _described(ctx: Ctx, loop, w: _W, hit):
+    """A witness in the user's terms: (loop variable's name, the two iterations in order, the
+    element `buffer[i, ...]` written by w, the other loop variables' values or "")."""
     ysub, idx, va, vb, same_buf = hit
     name = ctx.var_label(loop.var)
     ua, ub = sorted((ctx.user_value(loop.var, va), ctx.user_value(loop.var, vb)))
     target = w.acc.buffer if same_buf else w.root.name
     where = f"{target}[{', '.join(map(str, idx))}]"
     ctxt = ", ".join(f"{ctx.var_label(x)}={ctx.user_value(x, val)}" for x, val in ysub.items())
+    return name, ua, ub, where, ctxt
+
+
+def _raise_read(ctx: Ctx, loop, w: _W, r: _W, hit) -> None:
+    name, ua, ub, where, ctxt = _described(ctx, loop, w, hit)
     raise errors.make(
         "loop_dependency",
         f"Unexpected read-after-write through HBM: this {r.site.instr.op} reads {where}, which the "
@@ -323,12 +331,7 @@ def _raise_read(ctx: Ctx, loop, w: _W, r: _W, hit) -> None:
 
 
 def _raise(ctx: Ctx, loop, w1: _W, w2: _W, hit) -> None:
-    ysub, idx, va, vb, same_buf = hit
-    name = ctx.var_label(loop.var)
-    ua, ub = sorted((ctx.user_value(loop.var, va), ctx.user_value(loop.var, vb)))
-    target = w1.acc.buffer if same_buf else w1.root.name
-    where = f"{target}[{', '.join(map(str, idx))}]"
-    ctxt = ", ".join(f"{ctx.var_label(x)}={ctx.user_value(x, val)}" for x, val in ysub.items())
+    name, ua, ub, where, ctxt = _described(ctx, loop, w1, hit)
     if w1 is w2:
         what = f"this {w1.site.instr.op} writes {where} in iterations {name}={ua} and {name}={ub}"
     else:

@@ -50,12 +50,16 @@ def _tensor_reduce(m, instr, env):
     m.write(dst, env, finish(r, m.dtype_of(dst)), instr, wmask)
 
 
-def _masked_free(m, instr, env, acc) -> tuple[np.ndarray, np.ndarray | None]:
+def _masked_free(m, instr, env, acc, fill=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """acc's elements as fp32 [partitions, free] and the mask in that layout (None: all valid);
+    with `fill`, masked-off elements read as fill."""
     mask = m.eval_mask(instr, env, acc.shape)
     x = m.read(acc, env, instr, mask).astype(F32)
     x = x.reshape(x.shape[0], -1)
     if mask is not None:
         mask = np.broadcast_to(mask, acc.shape).reshape(acc.shape[0], -1)
+        if fill is not None:
+            x = np.where(mask, x, fill)
     return x, mask
 
 
@@ -87,9 +91,7 @@ def _bn_stats(m, instr, env):
 @rule("interpret", "bn_aggr")
 def _bn_aggr(m, instr, env):
     dst = instr.out
-    x, mask = _masked_free(m, instr, env, instr.ins[0])
-    if mask is not None:
-        x = np.where(mask, x, F32(0))                  # masked-off elements read as 0 (count 0: skipped)
+    x, mask = _masked_free(m, instr, env, instr.ins[0], F32(0))   # masked-off: count 0, skipped
     P = x.shape[0]
     n_a = np.zeros(P, F32)
     mean_a = np.zeros(P, F32)
@@ -114,9 +116,7 @@ def _bn_aggr(m, instr, env):
 @rule("interpret", "max8")
 def _max8(m, instr, env):
     dst = instr.out
-    x, mask = _masked_free(m, instr, env, instr.ins[0])
-    if mask is not None:
-        x = np.where(mask, x, F32(-np.inf))
+    x, mask = _masked_free(m, instr, env, instr.ins[0], F32(-np.inf))
     key = np.where(np.isnan(x), F32(np.inf), x)          # NaN sorts as the largest
     order = np.argsort(-key, axis=1, kind="stable")[:, :8]
     top = np.take_along_axis(x, order, axis=1)

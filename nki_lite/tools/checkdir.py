@@ -118,6 +118,8 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
 
 
 def inprocess_checks(label: str, checks):
+    """A runner over in-process (name, check) pairs: a check that raises _NoCheck is a skip, any
+    other exception a FAIL (shared by NKIBench and the generic file checks)."""
     def run(mode: str, only: list[str]):
         for name, check in checks:
             if only and not any(o in name for o in only):
@@ -127,6 +129,8 @@ def inprocess_checks(label: str, checks):
             try:
                 check()
                 yield name, "pass", "", time.perf_counter() - t0
+            except _NoCheck as e:
+                yield name, "skip", str(e), time.perf_counter() - t0
             except Exception as e:  # report every failure, keep going
                 yield name, "FAIL", _detail(e), time.perf_counter() - t0
     return label, run
@@ -193,20 +197,7 @@ def _file_runner(path: Path):
 
 def generic_checks(label: str, root: Path):
     checks = file_checks(root)
-
-    def run(mode: str, only: list[str]):
-        for name, check in checks:
-            if only and not any(o in name for o in only):
-                continue
-            os.environ["NKI_LITE_MODE"] = mode
-            t0 = time.perf_counter()
-            try:
-                check()
-                yield name, "pass", "", time.perf_counter() - t0
-            except _NoCheck as e:
-                yield name, "skip", str(e), time.perf_counter() - t0
-            except Exception as e:  # report every failure, keep going
-                yield name, "FAIL", _detail(e), time.perf_counter() - t0
+    label, run = inprocess_checks(label, checks)
     run.count = len(checks)  # type: ignore[attr-defined]
     return label, run
 

@@ -100,18 +100,14 @@ def _proportional_bounds(e: Affine, ext: Mapping[str, int], cons: Sequence[Cmp])
             wlo = whi = (-k) // q
         else:
             continue
-        if wlo is not None:
-            b = p * wlo + e.const
-            if p > 0:
+        for bound, is_lower in ((wlo, True), (whi, False)):
+            if bound is None:
+                continue
+            b = p * bound + e.const                # a bound on w bounds p*w + c on the side p's sign gives
+            if (p > 0) == is_lower:
                 lo = max(lo, b)
             else:
                 hi = min(hi, b)
-        if whi is not None:
-            b = p * whi + e.const
-            if p > 0:
-                hi = min(hi, b)
-            else:
-                lo = max(lo, b)
         if lo > hi:
             return EMPTY
     return Range(lo, hi, {}, {}, exact=False)

@@ -217,6 +217,19 @@ def _max_ii(ctx, n: float) -> float:
     return max(ctx.target.min_ii, n)
 
 
+def _streamed(ctx, instr: Instr, n: float, **kw) -> Cost:
+    """The common one-element-per-cycle stream: max(MIN_II, N) cycles."""
+    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})", **kw)
+
+
+def _streamed_or_gpsimd(ctx, instr: Instr) -> Cost:
+    """A stream, or on GpSimd its fixed start-up plus one element per cycle."""
+    n = stream_n(ctx, instr)
+    if engine_of(instr) == "gpsimd":
+        return compute(ctx, instr, ctx.target.gpsimd_start + n, f"GPSIMD_START + N = 150 + {n}")
+    return _streamed(ctx, instr, n)
+
+
 def _dtypes(ctx: CostCtx, instr: Instr) -> set[str]:
     return {ctx.dtype(a) for a in _accesses(instr)}
 
@@ -312,7 +325,7 @@ def _dma_copy(instr: Instr, ctx: CostCtx) -> Cost:
     if engine_of(instr) not in ("dma", "gpsimd", "sync"):
         # an on-chip copy routed to a compute engine by the frontend
         n = stream_n(ctx, instr)
-        return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})", opcode="tensor_copy")
+        return _streamed(ctx, instr, n, opcode="tensor_copy")
     return dma_cost(ctx, instr)
 
 
@@ -324,7 +337,7 @@ def _tensor_copy(instr, ctx):
     n = stream_n(ctx, instr)
     sp = _vector_speedup(ctx, instr, eng, "copy") if eng == "vector" else \
         (ctx.target.scalar_2byte_speedup if eng == "scalar" and ctx.target.nc_version >= 4 else 1.0)
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})", speedup=sp)
+    return _streamed(ctx, instr, n, speedup=sp)
 
 
 @rule("cost", "memset")
@@ -334,15 +347,12 @@ def _memset(instr, ctx):
     zero_16 = isinstance(v, Imm) and v.value == 0 and ctx.dtype(instr.out) in TWO_BYTE
     if zero_16:
         return compute(ctx, instr, _max_ii(ctx, n / 2), f"max(MIN_II, N/2={n / 2:g}) (zero, 16-bit)")
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+    return _streamed(ctx, instr, n)
 
 
 @rule("cost", "iota")
 def _iota(instr, ctx):
-    n = stream_n(ctx, instr)
-    if engine_of(instr) == "gpsimd":
-        return compute(ctx, instr, ctx.target.gpsimd_start + n, f"GPSIMD_START + N = 150 + {n}")
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+    return _streamed_or_gpsimd(ctx, instr)
 
 
 @rule("cost", "transpose")
@@ -361,7 +371,7 @@ def _transpose(instr, ctx):
         return compute(ctx, instr, base * k, f, engine="tensor", flops=flops, transpose_flops=flops,
                        adjusted_flops=flops * (4.0 if fp32 else 1.0), opcode="transpose")
     n = stream_n(ctx, instr)
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+    return _streamed(ctx, instr, n)
 
 
 @rule("cost", "activation")
@@ -385,7 +395,7 @@ def _tensor_tensor(instr, ctx):
         fast = (_dtypes(ctx, instr) == {"bfloat16"} and instr.attr("op") in ("add", "multiply", "subtract")
                 and all(innermost_stride_bytes(ctx, a) in (0, ctx.itemsize(a)) for a in _accesses(instr)))
     if fast:
-        return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})",
+        return _streamed(ctx, instr, n,
                        speedup=_vector_speedup(ctx, instr, eng, "tensor_tensor"))
     return compute(ctx, instr, _max_ii(ctx, 2 * n), f"max(MIN_II, 2N={2 * n})",
                    speedup=_vector_speedup(ctx, instr, eng, "tensor_tensor"))
@@ -409,7 +419,7 @@ def _tensor_reduce(instr, ctx):
     bf = _dtypes(ctx, instr) == {"bfloat16"} and instr.attr("op") in ("add", "maximum", "max")
     if bf:
         return compute(ctx, instr, _max_ii(ctx, n / 2), f"max(MIN_II, N/2={n / 2:g}) (bf16 add/max)")
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+    return _streamed(ctx, instr, n)
 
 
 def _predicated(instr, ctx):
@@ -449,34 +459,21 @@ def _scan(instr, ctx):
 
 @rule("cost", "affine_select")
 def _affine_select(instr, ctx):
-    n = stream_n(ctx, instr)
-    if engine_of(instr) == "gpsimd":
-        return compute(ctx, instr, ctx.target.gpsimd_start + n, f"GPSIMD_START + N = 150 + {n}")
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+    return _streamed_or_gpsimd(ctx, instr)
 
 
 @rule("cost", "bn_stats")
-def _bn_stats(instr, ctx):
-    n = stream_n(ctx, instr)
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
+@rule("cost", "max8")
+@rule("cost", "find_index8")
+def _one_pass_stream(instr, ctx):
+    """bn_stats, max8, find_index8: one pass over the free elements."""
+    return _streamed(ctx, instr, stream_n(ctx, instr))
 
 
 @rule("cost", "bn_aggr")
 def _bn_aggr(instr, ctx):
     n = stream_n(ctx, instr)
     return compute(ctx, instr, _max_ii(ctx, 13 * (n / 3)), f"max(MIN_II, 13*(N/3)={13 * n / 3:g})")
-
-
-@rule("cost", "max8")
-def _max8(instr, ctx):
-    n = stream_n(ctx, instr)
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
-
-
-@rule("cost", "find_index8")
-def _find_index8(instr, ctx):
-    n = stream_n(ctx, instr)
-    return compute(ctx, instr, _max_ii(ctx, n), f"max(MIN_II, N={n})")
 
 
 @rule("cost", "nc_matmul")

@@ -127,21 +127,8 @@ class Simulator(Periodic):
                     for r in ws:
                         if r.dead:
                             continue
-                        if r.ranges:
-                            tt = r.overlap_time(lo, hi)
-                            if tt is None:
-                                continue
-                        else:
-                            for x, y, c, d in zip(r.lo, r.hi, lo, hi):
-                                if x > d or y < c:
-                                    break
-                            else:
-                                tt = r.t
-                                if tt > last:
-                                    last, self.producer = tt, r.eng
-                                tt += lat_r[r.eng]
-                                if tt > ready:
-                                    ready = tt
+                        tt = r.overlap_time(lo, hi)
+                        if tt is None:
                             continue
                         if tt > last:
                             last, self.producer = tt, r.eng
@@ -153,22 +140,10 @@ class Simulator(Periodic):
                 for pair in reg.lists_for(lo, hi):
                     for lst in pair:
                         for r in lst:
-                            if r.dead:
-                                continue
-                            if r.ranges:
-                                tt = r.overlap_time(lo, hi)
-                                if tt is None:
-                                    continue
-                            else:
-                                if r.t + sem <= ready:
-                                    continue           # cannot raise the ready time
-                                for x, y, c, d in zip(r.lo, r.hi, lo, hi):
-                                    if x > d or y < c:
-                                        break
-                                else:
-                                    tt = r.t + lat_w[r.eng]
-                                    if tt > ready:
-                                        ready = tt
+                            if r.dead or (not r.ranges and r.t + sem <= ready):
+                                continue           # (a plain box ends at r.t: it cannot raise the ready time)
+                            tt = r.overlap_time(lo, hi)
+                            if tt is None:
                                 continue
                             tt += lat_w[r.eng]
                             if tt > ready:

@@ -26,37 +26,38 @@ RATIO_TOL = 0.35          # each step ratio within +-35%
 HFU_RANGE = (70.0, 95.0)  # the optimised kernel's model HFU
 
 
+class _Compared:
+    """A model figure against its published one: relative error, and ok within the tolerance.
+    COMPARED names the row's (model field, published field, tolerance)."""
+    COMPARED: tuple[str, str, float]
+
+    @property
+    def error(self) -> float:
+        model, published, _ = self.COMPARED
+        return getattr(self, model) / getattr(self, published) - 1.0
+
+    @property
+    def ok(self) -> bool:
+        return abs(self.error) <= self.COMPARED[2]
+
+
 @dataclass
-class Row:
+class Row(_Compared):
     key: str
     name: str
     published_ms: float
     model_ms: float
     published_hfu: float
     model_hfu: float
-
-    @property
-    def error(self) -> float:
-        return self.model_ms / self.published_ms - 1.0
-
-    @property
-    def ok(self) -> bool:
-        return abs(self.error) <= LATENCY_TOL
+    COMPARED = ("model_ms", "published_ms", LATENCY_TOL)
 
 
 @dataclass
-class StepRow:
+class StepRow(_Compared):
     step: str
     published: float
     model: float
-
-    @property
-    def error(self) -> float:
-        return self.model / self.published - 1.0
-
-    @property
-    def ok(self) -> bool:
-        return abs(self.error) <= RATIO_TOL
+    COMPARED = ("model", "published", RATIO_TOL)
 
 
 def compare(model_ms: dict, model_hfu: dict):

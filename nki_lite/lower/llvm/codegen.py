@@ -64,6 +64,20 @@ class Generated:
     plan: object = None                          # the runtime's LaunchPlan (launch_plan.py), set by generate()
 
 
+class _ModeField:
+    """A read-only view of the emitter's current EmitContext field of the same name (em.W is
+    em.cx.W); it changes only through `with em.context(...)`."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, em, owner=None):
+        return self if em is None else getattr(em.cx, self.name)
+
+    def __set__(self, em, value) -> None:
+        raise AttributeError(f"{self.name} is the emission mode's: change it with `with em.context(...)`")
+
+
 class Emitter:
     """The code generator of one kernel. State in three explicit groups (context.py): `cx` the
     emission mode (immutable, `with em.context(...)`), `fn` the function being written, `mod` what
@@ -109,25 +123,12 @@ class Emitter:
     def b(self) -> FnBuilder:
         return self.fn.b
 
-    @property
-    def W(self) -> int:
-        return self.cx.W
-
-    @property
-    def vaxis(self) -> str | None:
-        return self.cx.vaxis
-
-    @property
-    def row(self) -> str | None:
-        return self.cx.row
-
-    @property
-    def capturing(self) -> list | None:
-        return self.cx.capturing
-
-    @property
-    def fused(self) -> dict | None:
-        return self.cx.fused
+    # em.W, em.vaxis, ...: the current EmitContext's fields, read-only on the emitter
+    W = _ModeField()
+    vaxis = _ModeField()
+    row = _ModeField()
+    capturing = _ModeField()
+    fused = _ModeField()
 
     # ---- vector-width helpers (W = 1: plain scalars)
     def vt(self, base: str) -> str:

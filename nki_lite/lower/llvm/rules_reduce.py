@@ -342,9 +342,7 @@ def _bn_aggr(em, instr, ctx):
                 env = _unflatten(em, f, src.shape, 1, penv)
                 vals.append(_masked_operand(em, instr, ctx, slow, src, env, rows, "0.0"))
             nb, mb, m2b = vals
-            na = B.op(f"load float, ptr {st['na']}, align 4")
-            ma = B.op(f"load float, ptr {st['ma']}, align 4")
-            m2a = B.op(f"load float, ptr {st['m2a']}, align 4")
+            na, ma, m2a = (B.op(f"load float, ptr {st[k]}, align 4") for k in st)
             n = B.op(f"fadd float {na}, {nb}")
             d = B.op(f"fsub float {mb}, {ma}")
             take = B.op(f"fcmp ogt float {nb}, 0.0")
@@ -355,9 +353,7 @@ def _bn_aggr(em, instr, ctx):
             m2n = B.op(f"fadd float {B.op(f'fadd float {m2a}, {m2b}')}, {B.op(f'fmul float {dd}, {w}')}")
             for key, new, old in (("ma", ma2, ma), ("m2a", m2n, m2a), ("na", n, na)):
                 B.emit(f"store float {B.op(f'select i1 {take}, float {new}, float {old}')}, ptr {st[key]}, align 4")
-        na = B.op(f"load float, ptr {st['na']}, align 4")
-        ma = B.op(f"load float, ptr {st['ma']}, align 4")
-        m2a = B.op(f"load float, ptr {st['m2a']}, align 4")
+        na, ma, m2a = (B.op(f"load float, ptr {st[k]}, align 4") for k in st)
         pos = B.op(f"fcmp ogt float {na}, 0.0")
         var = B.op(f"select i1 {pos}, float {B.op(f'fdiv float {m2a}, {na}')}, float 0x7FF8000000000000")
         with rows.guard():

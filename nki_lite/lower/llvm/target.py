@@ -140,16 +140,31 @@ def _parse_and_optimise(ir_text: str, name: str, opt: int):
 
 
 def compile_module(ir_text: str, name: str = "nki_lite", opt: int = 3) -> CompiledModule:
+    return _compile(ir_text, name, opt, object_code=False)
+
+
+def _compile(ir_text: str, name: str, opt: int, object_code: bool) -> CompiledModule:
+    """compile_module / compile_object: parse, verify and optimise, then JIT-compile in memory or
+    emit a relocatable object and load that (the disk cache's form)."""
     _init()
     with _COMPILE_LOCK:
         mod, parse_s, opt_s = _parse_and_optimise(ir_text, name, opt)
         t2 = time.perf_counter()
         tm = _target_machine(opt)
-        engine = llvm.create_mcjit_compiler(mod, tm)
-        engine.finalize_object()
-        t3 = time.perf_counter()
-    return CompiledModule(name, engine, tm, mod,
-                          {"parse_ms": parse_s * 1e3, "opt_ms": opt_s * 1e3, "codegen_ms": (t3 - t2) * 1e3})
+        if object_code:
+            obj = tm.emit_object(mod)
+            t3 = time.perf_counter()
+            engine = _engine_from_object(obj, opt)
+        else:
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            engine.finalize_object()
+            t3 = time.perf_counter()
+        t4 = time.perf_counter()
+    times = {"parse_ms": parse_s * 1e3, "opt_ms": opt_s * 1e3, "codegen_ms": (t3 - t2) * 1e3}
+    if not object_code:
+        return CompiledModule(name, engine, tm, mod, times)
+    times["load_ms"] = (t4 - t3) * 1e3
+    return CompiledModule(name, engine, tm, mod, times, object_code=obj, opt=opt)
 
 
 # ---------------------------------------------------------------- object code (the disk cache's unit)
@@ -169,18 +184,7 @@ def _engine_from_object(data: bytes, opt: int):
 
 def compile_object(ir_text: str, name: str = "nki_lite", opt: int = 3) -> CompiledModule:
     """Parse, verify, optimise, emit a relocatable object and load it (see the module contract)."""
-    _init()
-    with _COMPILE_LOCK:
-        mod, parse_s, opt_s = _parse_and_optimise(ir_text, name, opt)
-        t2 = time.perf_counter()
-        tm = _target_machine(opt)
-        obj = tm.emit_object(mod)
-        t3 = time.perf_counter()
-        engine = _engine_from_object(obj, opt)
-        t4 = time.perf_counter()
-    return CompiledModule(name, engine, tm, mod,
-                          {"parse_ms": parse_s * 1e3, "opt_ms": opt_s * 1e3, "codegen_ms": (t3 - t2) * 1e3,
-                           "load_ms": (t4 - t3) * 1e3}, object_code=obj, opt=opt)
+    return _compile(ir_text, name, opt, object_code=True)
 
 
 def load_object(data: bytes, name: str = "nki_lite", opt: int = 3,

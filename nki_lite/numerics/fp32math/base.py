@@ -80,6 +80,15 @@ def _copysign_bits(mag: np.ndarray, x: np.ndarray) -> np.ndarray:
     return _from_bits(_bits(mag) | (_bits(x) & U32(_SIGN)))
 
 
+def _saturating_odd(x: np.ndarray, a: np.ndarray, bound, small: np.ndarray, tail: np.ndarray,
+                    shape: tuple) -> np.ndarray:
+    """The result of an odd function that saturates to +-1 (erf, tanh) at a = |x|: `small` where
+    a < bound, else 1 - tail; with x's sign, NaN-canonicalised."""
+    large = _ONE - tail
+    r = np.where(a < bound, small, large)
+    return _finish(x, _copysign_bits(r, x), shape)
+
+
 def _horner(t: np.ndarray, coeffs) -> np.ndarray:
     """((c0*t + c1)*t + c2)*t + ... , coefficients highest degree first."""
     acc = coeffs[0] * t
@@ -88,6 +97,20 @@ def _horner(t: np.ndarray, coeffs) -> np.ndarray:
         acc = acc * t
         acc = acc + c
     return acc
+
+
+def _odd_poly(r: np.ndarray, z: np.ndarray, coeffs) -> np.ndarray:
+    """r + (P(z) * z) * r with z = r*r, in that order: the odd series of sin, tan, tanh, arctan."""
+    p = _horner(z, coeffs)
+    p = p * z
+    p = p * r
+    return p + r
+
+
+def _clamped_abs(x: np.ndarray, clamp) -> np.ndarray:
+    """min(|x|, clamp), NaN -> clamp (the argument of a function that saturates beyond clamp)."""
+    a = _abs(x)
+    return np.where(a < clamp, a, clamp)
 
 
 def _pow2(k: np.ndarray) -> np.ndarray:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import (F32, _HALF, _ONE, _abs, _c, _coeffs, _copysign_bits, _finish, _horner, _ldexp, _prep,
-    _signbit)
+from .base import (F32, _HALF, _ONE, _c, _clamped_abs, _coeffs, _finish, _horner, _ldexp, _prep,
+    _saturating_odd, _signbit)
 from .explog import _exp_parts
 
 # erf / erfc: fitted for nki_lite (weighted-Lawson minimax in float64, coefficients rounded to
@@ -90,8 +90,7 @@ def _erfc_r(y: np.ndarray) -> np.ndarray:
 def erf(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
-        a = _abs(x)
-        ac = np.where(a < ERF_CLAMP, a, ERF_CLAMP)            # NaN -> 4
+        ac = _clamped_abs(x, ERF_CLAMP)                       # NaN -> 4
         z = ac * ac
         q = _horner(z, ERF_SMALL)
         q = ac * q
@@ -102,16 +101,13 @@ def erf(x):
         R = _erfc_r(ac)
         c = R * y
         c = _ldexp(c, n)
-        large = _ONE - c
-        r = np.where(ac < ERF_ONE, small, large)
-        return _finish(x, _copysign_bits(r, x), shape)
+        return _saturating_odd(x, ac, ERF_ONE, small, c, shape)
 
 
 def gelu(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
-        u = _abs(x)
-        u = np.where(u < GELU_CLAMP, u, GELU_CLAMP)           # NaN -> 16
+        u = _clamped_abs(x, GELU_CLAMP)                       # NaN -> 16
         A, B, C = _split_square(u)                            # u^2 = A + B + C exactly
         A, B, C = A * _HALF, B * _HALF, C * _HALF
         hi, lo = _two_sum_hi_lo(A, B, C)

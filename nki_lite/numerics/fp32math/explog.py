@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import (F32, I32, U32, _ABS, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _abs, _bits, _c, _coeffs,
-    _copysign_bits, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _prep, _signbit)
+from .base import (F32, I32, U32, _ABS, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _abs, _bits, _c, _clamped_abs,
+    _coeffs, _finish, _finish_never_nan, _from_bits, _horner, _ldexp, _odd_poly, _prep, _saturating_odd,
+    _signbit)
 
 # exp: Cody-Waite split of ln2 (Cephes expf); LN2_HI has 9 significant bits so n*LN2_HI is exact
 # for |n| < 2^15.
@@ -130,20 +131,13 @@ def log(x):
 def tanh(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
-        a = _abs(x)
-        ac = np.where(a < TANH_CLAMP, a, TANH_CLAMP)          # NaN -> 10
-        z = ac * ac
-        p = _horner(z, TANH_P)
-        p = p * z
-        p = p * ac
-        small = p + ac
+        ac = _clamped_abs(x, TANH_CLAMP)                      # NaN -> 10
+        small = _odd_poly(ac, ac * ac, TANH_P)
         y, n = _exp_parts(ac + ac)
         e = _ldexp(y, n)
         d = e + _ONE
         q = _TWO / d
-        large = _ONE - q
-        t = np.where(ac < TANH_SMALL, small, large)
-        return _finish(x, _copysign_bits(t, x), shape)
+        return _saturating_odd(x, ac, TANH_SMALL, small, q, shape)
 
 
 def sigmoid(x):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import (F32, U32, _HALF, _INF_BITS, _ONE, _SIGN, _TWO, _ZERO, _abs, _bits, _c, _coeffs,
-    _copysign_bits, _finish, _from_bits, _horner, _prep)
+    _copysign_bits, _finish, _from_bits, _horner, _odd_poly, _prep)
 
 # sin / cos / tan: Cody-Waite reduction by pi/2 in six parts; PIO2_1..5 have 8 significant bits
 # each, so j * PIO2_k is exact for j < 2^16 (|x| <= 102943); the parts sum to pi/2 within 1e-22.
@@ -56,13 +56,6 @@ def _sincos_reduce(x: np.ndarray):
     return r, q, finite
 
 
-def _sin_poly(r, z):
-    s = _horner(z, SIN_P)
-    s = s * z
-    s = s * r
-    return s + r
-
-
 def _cos_poly(z):
     c = _horner(z, COS_P)
     c = c * z
@@ -71,43 +64,45 @@ def _cos_poly(z):
     return c + _ONE
 
 
-def sin(x):
+def _reduced(x, value, odd: bool):
+    """sin / cos / tan: `value(r, z, q)` of x reduced to r (z = r*r) in quadrant q; an odd function
+    takes x's sign bit (so sin(-0) = -0); non-finite x gives NaN."""
     x, shape = _prep(x)
     with np.errstate(all="ignore"):
         r, q, finite = _sincos_reduce(x)
-        z = r * r
-        s, c = _sin_poly(r, z), _cos_poly(z)
-        res = np.where(q == _ZERO, s, np.where(q == _ONE, c, np.where(q == _TWO, -s, -c)))
-        res = _from_bits(_bits(res) ^ (_bits(x) & U32(_SIGN)))
+        res = value(r, r * r, q)
+        if odd:
+            res = _from_bits(_bits(res) ^ (_bits(x) & U32(_SIGN)))
         res = np.where(finite, res, F32(np.nan))
         return _finish(x, res, shape)
+
+
+def _sin_q(r, z, q):
+    s, c = _odd_poly(r, z, SIN_P), _cos_poly(z)
+    return np.where(q == _ZERO, s, np.where(q == _ONE, c, np.where(q == _TWO, -s, -c)))
+
+
+def _cos_q(r, z, q):
+    s, c = _odd_poly(r, z, SIN_P), _cos_poly(z)
+    return np.where(q == _ZERO, c, np.where(q == _ONE, -s, np.where(q == _TWO, -c, s)))
+
+
+def _tan_q(r, z, q):
+    t = _odd_poly(r, z, TAN_P)
+    odd = (q == _ONE) | (q == F32(3.0))
+    return np.where(odd, F32(-1.0) / t, t)
+
+
+def sin(x):
+    return _reduced(x, _sin_q, odd=True)
 
 
 def cos(x):
-    x, shape = _prep(x)
-    with np.errstate(all="ignore"):
-        r, q, finite = _sincos_reduce(x)
-        z = r * r
-        s, c = _sin_poly(r, z), _cos_poly(z)
-        res = np.where(q == _ZERO, c, np.where(q == _ONE, -s, np.where(q == _TWO, -c, s)))
-        res = np.where(finite, res, F32(np.nan))
-        return _finish(x, res, shape)
+    return _reduced(x, _cos_q, odd=False)
 
 
 def tan(x):
-    x, shape = _prep(x)
-    with np.errstate(all="ignore"):
-        r, q, finite = _sincos_reduce(x)
-        z = r * r
-        t = _horner(z, TAN_P)
-        t = t * z
-        t = t * r
-        t = t + r
-        odd = (q == _ONE) | (q == F32(3.0))
-        res = np.where(odd, F32(-1.0) / t, t)
-        res = _from_bits(_bits(res) ^ (_bits(x) & U32(_SIGN)))
-        res = np.where(finite, res, F32(np.nan))
-        return _finish(x, res, shape)
+    return _reduced(x, _tan_q, odd=True)
 
 
 def arctan(x):
@@ -122,10 +117,7 @@ def arctan(x):
         hi = np.where(big, PIO2_HI, np.where(mid, PIO4_HI, _ZERO))
         lo = np.where(big, PIO2_LO, np.where(mid, PIO4_LO, _ZERO))
         z = u * u
-        p = _horner(z, ATAN_P)
-        p = p * z
-        p = p * u
-        p = p + u
+        p = _odd_poly(u, z, ATAN_P)
         r = lo + p
         r = hi + r
         return _finish(x, _copysign_bits(r, x), shape)

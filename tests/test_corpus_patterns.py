@@ -518,3 +518,16 @@ def test_finfo_of_an_integer_dtype_is_an_error():
         return out
     with pytest.raises(errors.NkiLiteError, match="floating-point dtype"):
         k(np.zeros((4, 8), np.float32))
+
+
+def test_corpus_collection_error_names_the_missing_module():
+    """A corpus test file that fails to import is reported with the exception that stopped it (the
+    missing module), not pytest's generic "ImportError while importing test module" first line."""
+    from nki_lite.tools.checkdir import collection_error
+    text = ("ImportError while importing test module '/x/test_attn.py'.\n"
+            "Traceback:\n"
+            "test_attn.py:10: in <module>\n"
+            "    from scipy.special import softmax\n"
+            "E   ModuleNotFoundError: No module named 'scipy'\n")
+    assert collection_error(text) == "ModuleNotFoundError: No module named 'scipy'"
+    assert collection_error("plain failure\nmore") == "plain failure"

@@ -690,3 +690,15 @@ def test_corpus_plugin_does_not_collect_test_named_kernels(monkeypatch):
         pass
     assert plugin.pytest_pycollect_makeitem(None, "test_like_kernel", test_like_kernel) == []
     assert plugin.pytest_pycollect_makeitem(None, "test_plain", test_plain) is None
+
+def test_corpus_collection_error_names_the_missing_module():
+    """A corpus test file that fails to import is reported with the exception that stopped it (the
+    missing module), not pytest's generic "ImportError while importing test module" first line."""
+    from nki_lite.tools.checkdir import collection_error
+    text = ("ImportError while importing test module '/x/test_attn.py'.\n"
+            "Traceback:\n"
+            "test_attn.py:10: in <module>\n"
+            "    from scipy.special import softmax\n"
+            "E   ModuleNotFoundError: No module named 'scipy'\n")
+    assert collection_error(text) == "ModuleNotFoundError: No module named 'scipy'"
+    assert collection_error("plain failure\nmore") == "plain failure"

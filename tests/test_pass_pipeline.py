@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nki_lite as nki
+import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
 from nki_lite.core import ir
@@ -25,10 +26,16 @@ F32 = np.float32
 @nki.jit
 def _every_pass(x, z):
     """One kernel that each pass rewrites: an empty copy (drop-empty), `r[...] = exp(t)` (fold-copies),
-    a mask that always holds (drop-true-masks) on a load its reader can read through (forward-loads)."""
+    a mask that always holds (drop-true-masks) on a load its reader can read through (forward-loads),
+    `+=` matmul into a fresh nl.ndarray PSUM tile (accumulation-start)."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     zo = nl.ndarray(z.shape, dtype=z.dtype, buffer=nl.shared_hbm)
+    mo = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(zo, nl.load(z))
+    ps = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+    xs = nl.load(x[0:128, 0:64])
+    ps += nisa.nc_matmul(xs, xs)
+    nl.store(mo, nl.copy(ps))
     ip, ic = nl.mgrid[0:128, 0:64]
     for i in nl.affine_range(2):
         valid = i * 128 + ip < 256
@@ -36,7 +43,7 @@ def _every_pass(x, z):
         r = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
         r[...] = nl.exp(t)
         nl.store(out[i * 128 + ip, ic], value=r, mask=valid)
-    return out, zo
+    return out, zo, mo
 
 
 def _args():
@@ -85,6 +92,8 @@ def test_each_pass_does_its_rewrite():
     count = ir.count_instrs
     assert count(after["drop-empty"]) < count(raw)                     # the empty load and store
     assert len(after["fold-copies"].buffers) < len(after["drop-empty"].buffers)   # exp's temporary
+    memsets = [sum(i.op == "memset" for i, _ in ir.walk(after[n].body)) for n in ("fold-copies", "accumulation-start")]
+    assert memsets == [0, 1]                                            # the PSUM accumulator starts at zero
     masked = [sum(i.mask is not None for i, _ in ir.walk(after[n].body)) for n in ("fold-copies", "drop-true-masks")]
     assert masked[0] > 0 and masked[1] == 0
     assert any(i.attr("forwarded") for i, _ in ir.walk(after["forward-loads"].body))
@@ -137,9 +146,11 @@ def test_runtime_and_codegen_run_the_pipeline_in_its_order(monkeypatch):
 @pytest.mark.skipif(not jit_supported(), reason="the LLVM JIT does not run on this platform")
 def test_every_pass_kernel_jit_matches_interpreter():
     x, z = _args()
-    out, zo = run_both(_every_pass, [x, z])          # JIT (all four passes) == interpreter, bit for bit
+    out, zo, mo = run_both(_every_pass, [x, z])      # JIT (every pass) == interpreter, bit for bit
     assert zo.shape == (0, 64)
     np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+    xs = x[:128, :64].astype(np.float64)
+    np.testing.assert_allclose(mo, xs.T @ xs, rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------------------- the emitter's context

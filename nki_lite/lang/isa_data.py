@@ -76,6 +76,8 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=None):
     buf = new_buffer(tr, (F, P), dt, space, "tp", loc)
     dst = ir.Access.full(buf)
     tr.emit(ir.Instr("transpose", (dst,), (t.access,), attrs(engine=eng), to_mask(mask, dst.shape, loc), loc))
+    if eng == "tensor":
+        tr.compiler_placed.add(buf.name)      # a matmul operand: copied to SBUF (ops_math.sbuf_operand)
     return Tile(tr, dst, dt)
 
 

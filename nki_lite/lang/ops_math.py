@@ -378,10 +378,25 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Tile:
 MATMUL_DTYPES = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 
 
+def sbuf_operand(t: Tile, loc) -> Tile:
+    """A matmul operand in SBUF. The Tensor Engine reads only SBUF (NKI's nc_matmul docs), and a
+    Tensor Engine nc_transpose writes PSUM; when that transpose's result tile (never assigned into a
+    user-declared tile) feeds a matmul, NKI's compiler places it for the matmul — nki-samples' flash
+    attention backward does this and runs on hardware — so nki_lite copies it to SBUF (exact, on the
+    Vector Engine). A user-declared PSUM tile as operand stays an NL-E301 error (lower/verify_matmul.py)."""
+    tr = current()
+    if t.space != ir.Space.PSUM or t.access.buffer not in tr.compiler_placed:
+        return t
+    buf = new_buffer(tr, t.shape, t.dtype_name, ir.Space.SBUF, "placed", loc, raw=True)
+    dst = ir.Access.full(buf)
+    tr.emit(ir.Instr("tensor_copy", (dst,), (t.access,), attrs(engine="vector"), None, loc))
+    return Tile(tr, dst, t.dtype_name)
+
+
 def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> PendingMatmul:
     tr = current()
-    s = tile_operand(stationary, "stationary", op, loc)
-    m = tile_operand(moving, "moving", op, loc)
+    s = sbuf_operand(tile_operand(stationary, "stationary", op, loc), loc)
+    m = sbuf_operand(tile_operand(moving, "moving", op, loc), loc)
     if len(s.shape) != 2 or len(m.shape) != 2:
         raise errors.make("matmul_shape", f"{op} operands must be 2-D tiles: stationary {s.shape}, moving {m.shape}",
                           loc=loc)

@@ -351,8 +351,9 @@ class PendingMatmul(Tile):
         tr.emit_raw(ir.Instr("nc_matmul", (tmp,), self._ins, self._op_attrs + attrs(accumulate=False), None,
                              self._loc))
         if accumulate:
-            tr.emit_raw(ir.Instr("tensor_tensor", (dst,), (dst, tmp), attrs(op="add", engine="vector"),
-                                 self.out_mask, self._loc))
+            # matmul_group: this add is the masked matmul's accumulation into `dst` (passes/accumulation_start.py)
+            tr.emit_raw(ir.Instr("tensor_tensor", (dst,), (dst, tmp),
+                                 attrs(op="add", engine="vector", matmul_group=True), self.out_mask, self._loc))
         else:
             tr.emit_raw(ir.Instr("tensor_copy", (dst,), (tmp,), attrs(engine="vector"), self.out_mask, self._loc))
 

@@ -48,6 +48,7 @@ class Tracer:
         self._names: dict[str, int] = {}
         self.n_loops = 0
         self.pending = None          # a lang.tile.PendingMatmul awaiting its consumer
+        self.compiler_placed: set[str] = set()   # PSUM results the compiler may re-place (lang/ops_math.py sbuf_operand)
         self.params: list[str] = []
         self.consts: dict[str, ir.ConstData] = {}
         self.broken_loop = None

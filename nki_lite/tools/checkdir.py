@@ -42,6 +42,17 @@ Result = tuple[str, str, str, float]
 Runner = Callable[[str, list[str]], Iterator[Result]]
 
 
+def collection_error(text: str) -> str:
+    """The cause of a collection failure: pytest's first line only says "ImportError while importing
+    test module", so report the last exception line (`E   ModuleNotFoundError: No module named ...`),
+    which names the missing module (e.g. scipy for nki-samples' SD attention tests)."""
+    errs = [l[1:].strip() for l in text.splitlines() if l.startswith("E ") and l[1:].strip()]
+    if errs:
+        return errs[-1][:300]
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[0][:300] if lines else ""
+
+
 def _detail(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
 

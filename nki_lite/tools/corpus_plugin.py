@@ -19,6 +19,7 @@ import nki_lite.compat
 nki_lite.compat.install()
 
 import nki_lite  # noqa: E402
+from nki_lite.tools.checkdir import collection_error  # noqa: E402
 from nki_lite.runtime import kernel as _k  # noqa: E402
 
 _k._LEGACY_MODES["simulation"] = None          # the mode comes from NKI_LITE_MODE
@@ -67,4 +68,4 @@ def pytest_collectreport(report):
     if path and report.outcome == "failed":
         with open(path, "a") as f:
             f.write(json.dumps({"id": f"{report.nodeid} (collection)", "outcome": "failed",
-                                "error": _first_line(report)}) + "\n")
+                                "error": collection_error(str(report.longrepr or ""))}) + "\n")

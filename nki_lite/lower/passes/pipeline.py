@@ -22,6 +22,7 @@ from typing import Callable
 
 from ... import errors
 from ...core.ir import Kernel
+from .accumulation_start import start_accumulation_groups
 from .drop_empty import drop_empty
 from .fold_copies import fold_copies
 from .forward_loads import forward_loads
@@ -52,6 +53,8 @@ PIPELINE: tuple[Pass, ...] = (
          "instructions that write nothing disappear; a non-empty result from an empty operand is an error"),
     Pass("fold-copies", _untracked(fold_copies), BACKENDS,
          "`tmp = op(...); view[...] = tmp` becomes `view[...] = op(...)`"),
+    Pass("accumulation-start", _untracked(start_accumulation_groups), BACKENDS,
+         "a fresh PSUM tile first written by an accumulating matmul starts at zero (the group's first matmul overwrites)"),
     Pass("drop-true-masks", drop_true_masks, frozenset({"llvm"}),
          "masks that hold over the whole iteration space are removed"),
     Pass("forward-loads", forward_loads, frozenset({"llvm"}),

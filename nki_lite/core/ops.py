@@ -213,12 +213,14 @@ def mask_applies(instr, role: str, k: int) -> bool:
     return not (op.unmasked_inputs == ALL or k in op.unmasked_inputs)
 
 
-def rule(backend: str, name: str):
-    """Decorator registering `fn` as `backend`'s rule for op `name`."""
+def rule(backend: str, *names: str):
+    """Decorator registering `fn` as `backend`'s rule for each op in `names` (ops that share one
+    definition, e.g. the two copies, share one rule)."""
     def deco(fn: Callable) -> Callable:
-        if name not in OPS:
-            raise KeyError(f"unknown op {name!r}")
-        OPS[name].rules[backend] = fn
+        for name in names:
+            if name not in OPS:
+                raise KeyError(f"unknown op {name!r}")
+            OPS[name].rules[backend] = fn
         return fn
     return deco
 

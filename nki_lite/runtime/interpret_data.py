@@ -26,6 +26,7 @@ def _alloc(m: Machine, instr: ir.Instr, env) -> None:
     fill_uninit(m.mem[instr.out.buffer], m.dtype_of(instr.out))
 
 
+@rule("interpret", "dma_copy", "tensor_copy")
 def _move(m: Machine, instr: ir.Instr, env, transform=None) -> None:
     dst, src = instr.out, instr.ins[0]
     mask = m.eval_mask(instr, env, dst.shape)
@@ -35,14 +36,6 @@ def _move(m: Machine, instr: ir.Instr, env, transform=None) -> None:
     m.write(dst, env, convert(v, m.dtype_of(src), m.dtype_of(dst)), instr, mask)
 
 
-@rule("interpret", "dma_copy")
-def _dma(m, instr, env):
-    _move(m, instr, env)
-
-
-@rule("interpret", "tensor_copy")
-def _copy(m, instr, env):
-    _move(m, instr, env)
 
 
 @rule("interpret", "transpose")

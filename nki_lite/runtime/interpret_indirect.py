@@ -69,6 +69,7 @@ def _indirect_indices(m: Machine, instr: ir.Instr, acc: ir.Access, env, live):
     return Resolved(acc.buffer, acc.index, acc.shape, idx), keep
 
 
+@rule("interpret", "dma_indirect", "copy_dynamic")
 def _move(m: Machine, instr: ir.Instr, env) -> None:
     dst, src = instr.out, instr.ins[0]
     mask = m.eval_mask(instr, env, dst.shape)
@@ -107,11 +108,3 @@ def _rmw(m: Machine, dst, env, instr, keep, old: np.ndarray, vals: np.ndarray, d
     for k, e in zip(flat.tolist(), order.tolist()):
         out[e] = cur[k]
     return out.reshape(old.shape)
-@rule("interpret", "dma_indirect")
-def _dma_indirect(m, instr, env):
-    _move(m, instr, env)
-
-
-@rule("interpret", "copy_dynamic")
-def _copy_dynamic(m, instr, env):
-    _move(m, instr, env)

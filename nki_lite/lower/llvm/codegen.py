@@ -362,9 +362,12 @@ class Emitter:
         self.mod.site_names.append(tuple(ctx.names))
         return len(self.mod.sites) - 1
 
-    def fail(self, site: int, ctx: LoopEnv, operand: int, dim: int, lo: str, hi: str) -> None:
-        """Store an out-of-bounds report into status and return 1 (from any depth)."""
-        vals = [str(ERR_BOUNDS), str(site), str(operand), str(dim), lo, hi]
+    def fail(self, site: int, ctx: LoopEnv, operand: int, dim: int, lo: str, hi: str,
+             code: int = ERR_BOUNDS) -> None:
+        """Store a run-time error report into status and return 1 (from any depth): the error
+        code, site, operand, dim, two code-specific words (the index range for ERR_BOUNDS) and the
+        loop values."""
+        vals = [str(code), str(site), str(operand), str(dim), lo, hi]
         for k, v in enumerate(vals):
             p = self.b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
             self.b.emit(f"store i64 {v}, ptr {p}, align 8")

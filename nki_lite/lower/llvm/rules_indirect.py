@@ -16,7 +16,6 @@ from ...core import dtypes as D
 from ...core import ir
 from ...core.affine import Affine
 from ...core.ops import rule
-from .abi import STATUS_LOOP_WORDS, STATUS_LOOPS
 from .rules_common import flat_axes
 
 ERR_INDIRECT = 3          # status word 0 of an indirect out-of-range index (codegen.ERR_BOUNDS is 1)
@@ -24,15 +23,7 @@ ERR_INDIRECT = 3          # status word 0 of an indirect out-of-range index (cod
 
 def _fail(em, site: int, ctx, operand: int, dim: int, value: str, element: str) -> None:
     """Status words: code, site, operand, dim, the index value, the tile element (row-major flat)."""
-    vals = [str(ERR_INDIRECT), str(site), str(operand), str(dim), value, element]
-    for k, v in enumerate(vals):
-        p = em.b.op(f"getelementptr inbounds i64, ptr %status, i64 {k}")
-        em.b.emit(f"store i64 {v}, ptr {p}, align 8")
-    for k, name in enumerate(ctx.names[:STATUS_LOOP_WORDS]):
-        p = em.b.op(f"getelementptr inbounds i64, ptr %status, i64 {STATUS_LOOPS + k}")
-        em.b.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
-    em.b.br("fail_exit")
-    em.b.block(em.b.new_label("dead"))
+    em.fail(site, ctx, operand, dim, value, element, code=ERR_INDIRECT)
 
 
 def _zero_dim(acc: ir.Access, dim: int) -> ir.Access:
@@ -46,6 +37,7 @@ def _stride(em, buf_name: str, dim: int) -> int:
     return s
 
 
+@rule("llvm", "dma_indirect", "copy_dynamic")
 def _move(em, instr: ir.Instr, ctx) -> None:
     B = em.b
     dst, src = instr.out, instr.ins[0]
@@ -97,13 +89,3 @@ def _element(em, instr, env, side, ptr, sdt, ddt, rmw) -> None:
     else:
         val = em.convert_raw(raw, sdt, ddt)
     B.emit(f"store {dty} {val}, ptr {dptr}, align {D.itemsize(ddt)}")
-
-
-@rule("llvm", "dma_indirect")
-def _dma_indirect(em, instr, ctx):
-    _move(em, instr, ctx)
-
-
-@rule("llvm", "copy_dynamic")
-def _copy_dynamic(em, instr, ctx):
-    _move(em, instr, ctx)

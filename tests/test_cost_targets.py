@@ -63,6 +63,7 @@ PINNED = {
     "sbuf_loop_tile_buffers": (2,   2,          2),         # assumed (double buffering)
     "max8_fmin":       (8,          8,          8),         # nki.isa.max8 docs
     "max8_fmax":       (16384,      16384,      16384),     # nki.isa.max8 docs
+    "gather_max_indices": (4096, 4096,      4096),      # nisa.local_gather docs: indices per GpSimd core
 }
 
 

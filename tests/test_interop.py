@@ -181,7 +181,7 @@ def test_torch_round_trip():
 
 
 def test_jax_round_trip():
-    jax = pytest.importorskip("jax", reason="jax is not installed (optional; not in the CI install)")
+    jax = pytest.importorskip("jax", reason="jax is not installed (the frameworks extra: make test installs it)")
     import jax.numpy as jnp
     a = jnp.arange(128 * 8, dtype=jnp.float32).reshape(128, 8)
     r = add(a, a)

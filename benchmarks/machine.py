@@ -8,35 +8,10 @@ when either is set, because they slow numpy's BLAS on some processors.
 from __future__ import annotations
 
 import os
-import platform
-import statistics
 import time
 
-
-def interleaved(fa, fb, reps: int):
-    """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each."""
-    fa(), fb()
-    ta, tb = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fa()
-        t1 = time.perf_counter()
-        fb()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-    return statistics.median(ta), statistics.median(tb)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from nki_lite.tools.bench import interleaved  # noqa: F401  (re-exported: one timing loop for the CLI and the scripts)
+from nki_lite.tools.sysinfo import cpu_model  # the one reader of the CPU's model name
 
 
 def _cpuinfo() -> dict:

@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from tests.pending import marked
+
 from tests.layering import ROOT, modules
 
 MAX_FILE_LINES = 600
@@ -38,13 +40,8 @@ def too_long(path: str) -> list[str]:
     return out
 
 
-def _mark(path):
-    if path in PENDING:
-        return pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=PENDING[path]))
-    return path
 
-
-@pytest.mark.parametrize("path", [_mark(p) for p in FILES])
+@pytest.mark.parametrize("path", marked(FILES, PENDING))
 def test_file_and_functions_are_short(path):
     found = too_long(path)
     assert not found, "\n".join(found)

@@ -14,6 +14,8 @@ import os
 
 import pytest
 
+from tests.pending import marked
+
 from tests.layering import ROOT, modules
 
 # partitions / PE rows / K and M (128), moving free size / bn_stats / PSUM fp32 bank (512), PSUM bank
@@ -77,13 +79,8 @@ def findings(path: str) -> list[str]:
             for line, v in found if (path, v) not in ALLOWED]
 
 
-def _mark(path):
-    if path in PENDING:
-        return pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=PENDING[path]))
-    return path
 
-
-@pytest.mark.parametrize("path", [_mark(p) for p in SCANNED])
+@pytest.mark.parametrize("path", marked(SCANNED, PENDING))
 def test_no_hardware_fact_outside_the_target_table(path):
     found = findings(path)
     assert not found, "\n".join(found)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.pending import marked
+
 from tests.layering import component_of, cycles, import_graph, layers
 
 # component -> why it does not hold yet (remove the entry when it does)
@@ -19,11 +21,6 @@ LAYERS = layers()
 GRAPH = import_graph()
 COMPONENTS = [p for layer in LAYERS for p in layer["modules"]]
 
-
-def _mark(component):
-    if component in PENDING:
-        return pytest.param(component, marks=pytest.mark.xfail(strict=True, reason=PENDING[component]))
-    return component
 
 
 def violations(component: str) -> list[str]:
@@ -47,7 +44,7 @@ def violations(component: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("component", [_mark(c) for c in COMPONENTS])
+@pytest.mark.parametrize("component", marked(COMPONENTS, PENDING))
 def test_component_respects_the_layering(component):
     found = violations(component)
     assert not found, "\n".join(found)

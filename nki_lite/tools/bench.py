@@ -54,7 +54,8 @@ def cases(size: str):
     ]
 
 
-def _interleaved(fa, fb, reps: int) -> tuple[float, float]:
+def interleaved(fa, fb, reps: int) -> tuple[float, float]:
+    """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each."""
     fa(), fb()
     ta, tb = [], []
     for _ in range(max(1, reps)):
@@ -75,6 +76,6 @@ def run(size: str = "quick", reps: int = 3, only: str | None = None) -> str:
              f"NKI_LITE_NUM_THREADS={threads}; ratio = numpy / nki_lite)",
              f"{'case':36s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'ratio':>7s}"]
     for name, mine, theirs in progress(todo, total=len(todo), desc="bench"):
-        ta, tb = _interleaved(mine, theirs, reps)
+        ta, tb = interleaved(mine, theirs, reps)
         lines.append(f"{name:36s} {ta * 1e3:12.2f} {tb * 1e3:10.2f} {tb / ta:6.2f}x")
     return "\n".join(lines)

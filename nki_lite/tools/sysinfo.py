@@ -26,7 +26,8 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; else what the platform module knows)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -92,7 +93,7 @@ def info() -> dict:
         "nki_lite": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
         "numpy": _version("numpy"), "ml_dtypes": _version("ml_dtypes"), "llvmlite": _version("llvmlite"),
         "optional": {d: _version(d) for d in OPTIONAL},
-        "cpu": {"model": _cpu_model(), "cores": os.cpu_count(), **_host()},
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count(), **_host()},
         "blas": _blas(), "cache": _cache(), "knobs": knobs(), "default_target": config.default_target(),
     }
 

@@ -1,0 +1,207 @@
+"""The register-blocked fp32 matmul micro-kernel behind a PSUM accumulation chain (matmul_chain.py).
+
+Contract: `function(sig) -> (name, text)` is one internal LLVM function
+
+    void @<name>(ptr noalias C, i64 ldc, { ptr A, i64 a_step, i64 a_ld, ptr B, i64 b_step, i64 b_ld } per piece)
+
+that adds, for every output element C[m, n] (m < sig.M, n < sig.N, row stride ldc), the products of
+each piece in order: piece p runs `count` iterations j, iteration j reads the fp32 operands
+A_j = A + j*a_step ([K, M], row stride a_ld) and B_j = B + j*b_step ([K, N], row stride b_ld), and
+for k in [start, K) does acc = acc + A_j[k, m] * B_j[k, n] — one fused multiply-add when the
+piece's `fma` flag is set, else a multiply then an add. The accumulator starts at C's value
+(init "psum") or at the first piece's k = 0 product (init "product", that piece then starts at
+k = 1), and is stored back once, NaN canonicalised. So every element is summed in exactly the order
+of the instructions one by one (runtime/interpret_compute.py `_nc_matmul`), whatever the blocking.
+
+Blocking: the output is cut into MR x (NR*16) register blocks — accumulators are <16 x float>
+values that stay in registers across every piece and k (an alloca with constant indices that LLVM
+promotes), MR*NR + NR + 1 <= 32 zmm so nothing spills (LLVM_NOTES §1) — column strips outside,
+row blocks inside (a strip of B is reused from cache by every row block); a ragged row tail is a
+block with fewer rows, a ragged column tail a strip of fewer vectors whose last vector is loaded and
+stored with a lane mask (the masked-off lanes are never stored).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.bits import CANON_NAN
+from .irbuilder import FnBuilder, f32_bits
+
+LANES = 16
+MR, NR = 8, 3          # 24 accumulators + 3 B vectors + 1 broadcast: 28 of 32 zmm (notes: 8x3 is the best block)
+VT = f"<{LANES} x float>"
+
+
+@dataclass(frozen=True)
+class Piece:
+    K: int            # contraction depth of one iteration
+    count: int        # iterations (consecutive instructions of one loop, or 1)
+    start: int        # first k (1 for the product-initialised first piece)
+    fma: bool
+
+
+@dataclass(frozen=True)
+class Sig:
+    M: int
+    N: int
+    init: str                      # "psum" | "product"
+    pieces: tuple[Piece, ...]
+
+    @property
+    def name(self) -> str:
+        p = "_".join(f"{q.K}x{q.count}{'s' if q.start else ''}{'f' if q.fma else 'm'}" for q in self.pieces)
+        return f"nkl_mmk_{self.M}x{self.N}_{self.init[0]}_{p}"
+
+
+def _strips(N: int) -> list[tuple[int, int, int, int]]:
+    """Column strips (first column, count of repeats, vectors per strip, lanes of its last vector)."""
+    nv = -(-N // LANES)
+    part = N % LANES or LANES
+    full, rest = divmod(nv, NR)
+    out = []
+    if rest == 0 and part < LANES:         # the last full strip holds the partial vector
+        full, rest = full - 1, NR
+    if full:
+        out.append((0, full, NR, LANES))
+    if rest:
+        out.append((full * NR * LANES, 1, rest, part))
+    return out
+
+
+def _rows(M: int) -> list[tuple[int, int, int]]:
+    """Row blocks (first row, count of repeats, rows per block)."""
+    full, rest = divmod(M, MR)
+    return ([(0, full, MR)] if full else []) + ([(full * MR, 1, rest)] if rest else [])
+
+
+class _Writer:
+    def __init__(self, sig: Sig):
+        self.sig = sig
+        self.b = FnBuilder()
+        self.allocas: list[str] = []
+        self.declares = {f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})",
+                         f"declare {VT} @llvm.masked.load.v{LANES}f32.p0(ptr, <{LANES} x i1>, {VT})",
+                         f"declare void @llvm.masked.store.v{LANES}f32.p0({VT}, ptr, <{LANES} x i1>)"}
+
+    def gep(self, base: str, *terms) -> str:
+        """base + sum of (value, multiplier) terms (ints fold)."""
+        b, off, const = self.b, None, 0
+        for v, mul in terms:
+            if isinstance(v, int) and isinstance(mul, int):
+                const += v * mul
+                continue
+            if v == 0 or mul == 0:
+                continue
+            t = v if mul == 1 else mul if v == 1 else b.op(f"mul nsw i64 {v}, {mul}")
+            off = t if off is None else b.op(f"add nsw i64 {off}, {t}")
+        if const:
+            off = str(const) if off is None else b.op(f"add nsw i64 {off}, {const}")
+        return base if off is None else b.op(f"getelementptr inbounds float, ptr {base}, i64 {off}")
+
+    @staticmethod
+    def mask(lanes: int) -> str:
+        return "<" + ", ".join(f"i1 {'true' if k < lanes else 'false'}" for k in range(LANES)) + ">"
+
+    def vload(self, p: str, lanes: int) -> str:
+        if lanes == LANES:
+            return self.b.op(f"load {VT}, ptr {p}, align 4")
+        return self.b.op(f"call {VT} @llvm.masked.load.v{LANES}f32.p0(ptr align 4 {p}, <{LANES} x i1> "
+                         f"{self.mask(lanes)}, {VT} zeroinitializer)")
+
+    def vstore(self, v: str, p: str, lanes: int) -> None:
+        if lanes == LANES:
+            self.b.emit(f"store {VT} {v}, ptr {p}, align 4")
+        else:
+            self.b.emit(f"call void @llvm.masked.store.v{LANES}f32.p0({VT} {v}, ptr align 4 {p}, <{LANES} x i1> "
+                        f"{self.mask(lanes)})")
+
+    def splat(self, s: str) -> str:
+        v = self.b.op(f"insertelement {VT} poison, float {s}, i64 0")
+        return self.b.op(f"shufflevector {VT} {v}, {VT} poison, <{LANES} x i32> zeroinitializer")
+
+    def mac(self, a: str, bv: str, acc: str, fma: bool) -> str:
+        if fma:
+            return self.b.op(f"call {VT} @llvm.fma.v{LANES}f32({VT} {a}, {VT} {bv}, {VT} {acc})")
+        return self.b.op(f"fadd {VT} {acc}, {self.b.op(f'fmul {VT} {a}, {bv}')}")
+
+    def block(self, r0, c0, mr: int, nr: int, last: int) -> None:
+        """One mr x nr*16 register block at rows r0.., columns c0.. (SSA values or ints)."""
+        b, sig = self.b, self.sig
+        lanes = [LANES] * (nr - 1) + [last]
+        slots = f"%uk{len(self.allocas)}"
+        self.allocas.append(f"  {slots} = alloca [{mr * nr} x {VT}], align 64")
+
+        def slot(i, j):
+            return b.op(f"getelementptr inbounds [{mr * nr} x {VT}], ptr {slots}, i64 0, i64 {i * nr + j}")
+        crow = [self.gep("%C", (r0, "%ldc"), (i, "%ldc")) for i in range(mr)]
+        cptr = [[self.gep(crow[i], (c0, 1), (j * LANES, 1)) for j in range(nr)] for i in range(mr)]
+        if sig.init == "psum":
+            for i in range(mr):
+                for j in range(nr):
+                    b.emit(f"store {VT} {self.vload(cptr[i][j], lanes[j])}, ptr {slot(i, j)}, align 64")
+        for p, piece in enumerate(sig.pieces):
+            with b.loop(piece.count, f"pj{p}_") if piece.count > 1 else _const(0) as jj:
+                A = self.gep(f"%A{p}", (jj, f"%as{p}"))
+                Bp = self.gep(f"%B{p}", (jj, f"%bs{p}"))
+                if p == 0 and sig.init == "product":
+                    self._step(A, Bp, p, 0, r0, c0, mr, nr, lanes, slot, first=True)
+                with b.loop(piece.K - piece.start, f"k{p}_") as k0:
+                    k = b.op(f"add nsw i64 {k0}, {piece.start}") if piece.start else k0
+                    self._step(A, Bp, p, k, r0, c0, mr, nr, lanes, slot, first=False)
+        canon = f32_bits(CANON_NAN)
+        for i in range(mr):
+            for j in range(nr):
+                v = b.op(f"load {VT}, ptr {slot(i, j)}, align 64")
+                nan = b.op(f"fcmp uno {VT} {v}, zeroinitializer")
+                v = b.op(f"select <{LANES} x i1> {nan}, {VT} splat (float {canon}), {VT} {v}")
+                self.vstore(v, cptr[i][j], lanes[j])
+
+    def _step(self, A, Bp, p, k, r0, c0, mr, nr, lanes, slot, first: bool) -> None:
+        """One k: nr vectors of B's row k, mr broadcasts of A's row k, mr*nr multiply-adds (or, for
+        the product-initialised first k, products)."""
+        b, fma = self.b, self.sig.pieces[p].fma
+        brow = self.gep(Bp, (k, f"%bld{p}"), (c0, 1))
+        bv = [self.vload(self.gep(brow, (j * LANES, 1)), lanes[j]) for j in range(nr)]
+        arow = self.gep(A, (k, f"%ald{p}"), (r0, 1))
+        for i in range(mr):
+            a = self.splat(b.op(f"load float, ptr {self.gep(arow, (i, 1))}, align 4"))
+            for j in range(nr):
+                q = slot(i, j)
+                if first:
+                    v = b.op(f"fmul {VT} {a}, {bv[j]}")
+                else:
+                    v = self.mac(a, bv[j], b.op(f"load {VT}, ptr {q}, align 64"), fma)
+                b.emit(f"store {VT} {v}, ptr {q}, align 64")
+
+    def text(self) -> str:
+        sig, b = self.sig, self.b
+        for c0, nc, nr, last in _strips(sig.N):
+            with b.loop(nc, "cs") if nc > 1 else _const(0) as cs:
+                cexpr = b.op(f"add nsw i64 {b.op(f'mul nsw i64 {cs}, {nr * LANES}')}, {c0}") if nc > 1 else c0
+                for r0, nrow, mr in _rows(sig.M):
+                    with b.loop(nrow, "rb") if nrow > 1 else _const(0) as rb:
+                        rexpr = b.op(f"add nsw i64 {b.op(f'mul nsw i64 {rb}, {mr}')}, {r0}") if nrow > 1 else r0
+                        self.block(rexpr, cexpr, mr, nr, last)
+        b.emit("ret void")
+        params = "ptr noalias %C, i64 %ldc" + "".join(
+            f", ptr %A{p}, i64 %as{p}, i64 %ald{p}, ptr %B{p}, i64 %bs{p}, i64 %bld{p}" for p in range(len(sig.pieces)))
+        body = [b.lines[0]] + self.allocas + b.lines[1:]
+        return ("\n".join(sorted(self.declares)) + "\n"
+                + f"define internal void @{sig.name}({params}) nounwind {{\n" + "\n".join(body) + "\n}\n")
+
+
+class _const:
+    """A stand-in for a loop of one iteration: yields the constant index."""
+
+    def __init__(self, v: int):
+        self.v = v
+
+    def __enter__(self):
+        return self.v
+
+    def __exit__(self, *exc):
+        return False
+
+
+def function(sig: Sig) -> tuple[str, str]:
+    return sig.name, _Writer(sig).text()

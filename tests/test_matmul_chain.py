@@ -216,3 +216,55 @@ def test_exact_products_over_all_fp8_pairs():
     h = np.array([2.0 ** -24, 65504.0], np.float64)          # fp16's extremes: products stay exact fp32
     p = np.multiply.outer(h, h)
     assert np.array_equal(p.astype(np.float32).astype(np.float64), p)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_multi_tile_chain(shared):
+    """A K loop feeding two PSUM tiles (each its own stationary tiles): with one shared moving
+    operand it is one chain of two outputs (one micro-kernel call site), with different moving
+    operands each matmul is its own; JIT == interpreter either way, incl. a ragged K tail."""
+    K, M, N = 128 * 5 + 20, 24, 72
+    rng = np.random.default_rng(11)
+    a, b = _inputs(rng, (K, 2 * M), "float32"), _inputs(rng, (K, 2 * N), "float32")
+    KT = K // 128
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((2, M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        for _rep in nl.affine_range(1):
+            at = nl.ndarray((KT, nl.par_dim(128), 2 * M), dtype=a.dtype, buffer=nl.sbuf)
+            bt = nl.ndarray((KT, nl.par_dim(128), 2 * N), dtype=b.dtype, buffer=nl.sbuf)
+            for t in nl.affine_range(KT):
+                at[t] = nl.load(a[t * 128:(t + 1) * 128, :])
+                bt[t] = nl.load(b[t * 128:(t + 1) * 128, :])
+            a1, b1 = nl.load(a[KT * 128:K, :]), nl.load(b[KT * 128:K, :])
+            ps = [nl.zeros((M, N), dtype=nl.float32, buffer=nl.psum) for _ in range(2)]
+            for t in nl.affine_range(KT):
+                for i in range(2):
+                    c0 = 0 if shared else i * N
+                    ps[i] += nisa.nc_matmul(at[t, :, i * M:(i + 1) * M], bt[t, :, c0:c0 + N])
+            for i in range(2):
+                c0 = 0 if shared else i * N
+                ps[i] += nisa.nc_matmul(a1[:, i * M:(i + 1) * M], b1[:, c0:c0 + N])
+            for i in range(2):
+                nl.store(out[i], nl.copy(ps[i]))
+        return out
+
+    got, want = _both(k, a, b)
+    assert_bits(got, want, f"multi-tile chain shared={shared}")
+    text = generate(k.trace(a, b)).text
+    sites = [ln for ln in text.splitlines() if "call void @nkl_mmk_" in ln]
+    if shared:
+        # 5 loop iterations: one site in a loop over groups of 4, one for the 5th with the tail
+        assert len(sites) == 2 and all(f"@nkl_mmk_{M}x{N}x2_" in s for s in sites), sites
+    else:
+        assert len(sites) == 4 and all(f"@nkl_mmk_{M}x{N}x1_" in s for s in sites), sites
+
+
+def test_stdlib_kernel_feeds_four_tiles_per_call():
+    """stdlib.matmul's kernel (4 PSUM tiles over one K loop) is one chain of four outputs."""
+    a, b = np.ones((512, 1024), F32), np.ones((1024, 512), F32)
+    call = S.matmul.plan(a, b)
+    text = generate(call.kernel.trace(*call.args)).text
+    sites = [ln for ln in text.splitlines() if "call void @nkl_mmk_" in ln]
+    assert len(sites) == 1 and "@nkl_mmk_128x512x4_c_128x4f(" in sites[0], sites

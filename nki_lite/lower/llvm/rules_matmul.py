@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...core import ir
 from ...core.affine import axis_var
 from ...core.ops import rule
-from .matmul_chain import Chain, Segment, chainable
+from .matmul_chain import Chain, Step, chainable
 from .matmul_chain import emit as emit_chain
 from .rules_common import LANES
 
@@ -82,7 +82,7 @@ def _matmul(em, instr, ctx):
     k order (fused multiply-add for fp32 inputs); finally canonicalise and store. The fused path
     (matmul_chain.py: a chain of one) handles fp32 destinations; `_Matmul` the rest."""
     if chainable(em, instr):
-        emit_chain(em, Chain([Segment(instr, None)]), ctx)
+        emit_chain(em, Chain([Step((instr,), None)]), ctx)
         return
     mm = _Matmul(em, instr, ctx)
     mm.init_rows()

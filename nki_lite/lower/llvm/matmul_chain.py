@@ -246,12 +246,35 @@ def emit(em, chain: Chain, ctx) -> None:
         init = "psum"
 
 
+def to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
+    """Widen a 2-D operand tile [R, C] to a contiguous fp32 copy at `base` (decoded once per
+    instruction, not once per use); 16-wide along C when the tile is contiguous there."""
+    B = em.b
+    R, C = acc.shape
+    vec = em.vectorize and C >= MK.LANES and em.flat_index(acc).coeff(axis_var(1)) == 1
+    with B.loop(R, "dr") as r:
+        row = B.op(f"mul nsw i64 {r}, {C}")
+        nv = C // MK.LANES if vec else 0
+        if nv:
+            with B.loop(nv, "dc") as c:
+                start = B.op(f"mul nsw i64 {c}, {MK.LANES}")
+                with em.context(W=MK.LANES, vaxis=axis_var(1)):
+                    v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): start}, "f32")
+                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {start}')}")
+                B.emit(f"store <{MK.LANES} x float> {v}, ptr {q}, align 4")
+        if C - nv * MK.LANES:
+            with B.loop(C - nv * MK.LANES, "dt") as t:
+                col = B.op(f"add nsw i64 {t}, {nv * MK.LANES}")
+                v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): col}, "f32")
+                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {col}')}")
+                B.emit(f"store float {v}, ptr {q}, align 4")
+
+
 def _view(em, acc: ir.Access, env: dict, var: str | None, count: int, cursor: list) -> list:
     """[pointer at the first iteration, elements per iteration, row stride] (typed call arguments)
     of an operand as fp32
     rows: the tile itself when it already is contiguous fp32, else widened once per iteration into
     the scratch at `cursor` (bytes, advanced)."""
-    from .rules_matmul import to_scratch_f32
     flat = em.flat_index(acc)
     R, Cn = acc.shape
     row = flat.coeff(axis_var(0))

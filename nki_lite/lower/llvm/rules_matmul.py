@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...core import ir
 from ...core.affine import axis_var
 from ...core.ops import rule
-from .matmul_chain import Chain, Step, chainable
+from .matmul_chain import Chain, Step, chainable, to_scratch_f32
 from .matmul_chain import emit as emit_chain
 from .rules_common import LANES
 
@@ -19,30 +19,6 @@ from .rules_common import LANES
 def _finish(em, dst, val):
     """Canonicalise and convert to the destination's storage."""
     return em.from_f32(em.canon(val), em.dtype(dst))
-
-
-def to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
-    """Widen a 2-D operand tile [R, C] to a contiguous fp32 copy at `base` (decoded once per
-    instruction, not once per use); 16-wide along C when the tile is contiguous there."""
-    B = em.b
-    R, C = acc.shape
-    vec = em.vectorize and C >= LANES and em.flat_index(acc).coeff(axis_var(1)) == 1
-    with B.loop(R, "dr") as r:
-        row = B.op(f"mul nsw i64 {r}, {C}")
-        nv = C // LANES if vec else 0
-        if nv:
-            with B.loop(nv, "dc") as c:
-                start = B.op(f"mul nsw i64 {c}, {LANES}")
-                with em.context(W=LANES, vaxis=axis_var(1)):
-                    v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): start}, "f32")
-                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {start}')}")
-                B.emit(f"store <{LANES} x float> {v}, ptr {q}, align 4")
-        if C - nv * LANES:
-            with B.loop(C - nv * LANES, "dt") as t:
-                col = B.op(f"add nsw i64 {t}, {nv * LANES}")
-                v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): col}, "f32")
-                q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {col}')}")
-                B.emit(f"store float {v}, ptr {q}, align 4")
 
 
 # register blocks (rows x 16-column vectors) that fit 32 zmm: MR*NR accumulators + NR B vectors + 1

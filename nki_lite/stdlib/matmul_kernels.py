@@ -121,7 +121,7 @@ def matmul_kernel(a, b, sa, sb, in_dtype, out_dtype):
         in_dtype = fp8_operand_dtype(a.dtype, b.dtype, nisa.get_nc_version())
     out = nl.ndarray((B, M, N), dtype=out_dtype, buffer=nl.shared_hbm)
     KT = K // TK
-    MB = TM * min(4, math.ceil(M / TM))
+    MB = TM * max(1, min(8, math.ceil(math.ceil(M / TM) / 2)))   # up to 8 PSUM banks; >= 2 blocks
     im = nl.arange(TM)[:, None]
     jn = nl.arange(TN)[None, :]
     for bi in nl.affine_range(B):

@@ -39,7 +39,7 @@ from . import matmul_kernel as MK
 KC = 512              # contraction rows per fused group (LLVM_NOTES §1b: TK = 512 reaches numpy parity)
 
 
-MAX_OUTS = 4          # PSUM tiles one chain may feed (each needs its packed A panel in scratch)
+MAX_OUTS = 8          # PSUM tiles one chain may feed (each needs its packed A panel in scratch)
 
 
 @dataclass(frozen=True)

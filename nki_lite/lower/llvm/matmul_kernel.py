@@ -105,6 +105,9 @@ class _Writer:
             off = str(const) if off is None else b.op(f"add nsw i64 {off}, {const}")
         return base if off is None else b.op(f"getelementptr inbounds float, ptr {base}, i64 {off}")
 
+    def gep_i64(self, base: str, idx) -> str:
+        return self.b.op(f"getelementptr inbounds i64, ptr {base}, i64 {idx}")
+
     @staticmethod
     def mask(lanes: int) -> str:
         return "<" + ", ".join(f"i1 {'true' if k < lanes else 'false'}" for k in range(LANES)) + ">"
@@ -190,7 +193,7 @@ class _Writer:
                 b.emit(f"store {VT} {x}, ptr {dst}, align 4")
         self.each_row(body)
 
-    def block(self, r0, c0, mr: int, nr: int, last: int, depth: int, t: int) -> None:
+    def block(self, r0, c0, mr: int, nr: int, last: int, depth: int, t) -> None:
         """One mr x nr*16 register block at rows r0.., columns c0.. (SSA values or ints), reading
         the packed panels."""
         b, sig = self.b, self.sig
@@ -200,13 +203,14 @@ class _Writer:
 
         def slot(i, j):
             return b.op(f"getelementptr inbounds [{mr * nr} x {VT}], ptr {slots}, i64 0, i64 {i * nr + j}")
-        crow = [self.gep(f"%C{t}", (r0, f"%ldc{t}"), (i, f"%ldc{t}")) for i in range(mr)]
+        C, ldc, pa_t = t                      # this output's C, row stride, packed A
+        crow = [self.gep(C, (r0, ldc), (i, ldc)) for i in range(mr)]
         cptr = [[self.gep(crow[i], (c0, 1), (j * LANES, 1)) for j in range(nr)] for i in range(mr)]
         if sig.init == "psum":
             for i in range(mr):
                 for j in range(nr):
                     b.emit(f"store {VT} {self.vload(cptr[i][j], lanes[j])}, ptr {slot(i, j)}, align 64")
-        pa = self.gep("%PA", (r0, depth), (t * sig.M * depth, 1))
+        pa = self.gep(pa_t, (r0, depth))
         pb = self.gep("%PB", (c0, depth))
         for p, off in self.offsets()[0]:
             piece = sig.pieces[p]
@@ -247,7 +251,7 @@ class _Writer:
             with b.loop(nc, "cs") if nc > 1 else _const(0) as cs:
                 body(self.add(self.mul(cs, nr * LANES), c0), nr, last)
 
-    def row_blocks(self, cexpr, nr: int, last: int, depth: int, t: int) -> None:
+    def row_blocks(self, cexpr, nr: int, last: int, depth: int, t) -> None:
         b = self.b
         for r0, nrow, mr in _rows(self.sig.M):
             with b.loop(nrow, "rb") if nrow > 1 else _const(0) as rb:
@@ -259,8 +263,21 @@ class _Writer:
         for t in range(sig.outs):
             self.pack_a(depth, t)
         self.strips(lambda cexpr, nr, last: self.pack_b(cexpr, nr, last, depth))
-        for t in range(sig.outs):              # one tile's packed A (and C) at a time in cache
-            self.strips(lambda cexpr, nr, last: self.row_blocks(cexpr, nr, last, depth, t))
+        # one tile's packed A (and C) at a time in cache; a run-time loop over the outputs (their C
+        # pointers and strides from a small table), so the code is one copy whatever sig.outs is
+        T = sig.outs
+        table = f"%ctab{len(self.allocas)}"
+        self.allocas.append(f"  {table} = alloca [{2 * T} x i64], align 8")
+        for t in range(T):
+            p = b.op(f"ptrtoint ptr %C{t} to i64")
+            b.emit(f"store i64 {p}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t}')}, align 8")
+            b.emit(f"store i64 %ldc{t}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t + 1}')}, align 8")
+        with b.loop(T, "to") if T > 1 else _const(0) as t:
+            two = self.mul(t, 2)
+            C = b.op(f"inttoptr i64 {b.op(f'load i64, ptr {self.gep_i64(table, two)}, align 8')} to ptr")
+            ldc = b.op(f"load i64, ptr {self.gep_i64(table, self.add(two, 1))}, align 8")
+            pa_t = self.gep("%PA", (t, sig.M * depth))
+            self.strips(lambda cexpr, nr, last: self.row_blocks(cexpr, nr, last, depth, (C, ldc, pa_t)))
         b.emit("ret void")
         params = ", ".join(f"ptr %C{t}, i64 %ldc{t}" for t in range(sig.outs)) + ", ptr noalias %PA, ptr noalias %PB"
         for p in range(len(sig.pieces)):

@@ -1,6 +1,8 @@
 """nki_lite.stdlib vs numpy, one process (prints tables; never asserts).
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/stdlib.py [--quick] [--reps N]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/stdlib.py [--quick] [--reps N] [--only=WORD]
+
+`--only=matmul` keeps the cases whose name contains the word (e.g. matmul, softmax, attention).
 
 First at one thread on both sides (numpy's BLAS limited by threadpoolctl, nki_lite by
 NKI_LITE_NUM_THREADS=1), then at all cores. Each row is the median of interleaved repeats
@@ -92,6 +94,13 @@ def cases(quick: bool):
     return out
 
 
+def _only() -> str | None:
+    for a in sys.argv[1:]:
+        if a.startswith("--only="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def run(quick: bool, reps: int, threads: int):
     try:
         from threadpoolctl import threadpool_limits
@@ -103,6 +112,8 @@ def run(quick: bool, reps: int, threads: int):
     try:
         label = threads_line(threads)
         for name, mine, theirs, flops in cases(quick):
+            if _only() and _only() not in name:
+                continue
             a, b = interleaved(mine, theirs, reps)
             rows.append((name, a, b, flops))
     finally:

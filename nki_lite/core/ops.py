@@ -237,7 +237,8 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.lower.llvm.rules_rng", "nki_lite.lower.llvm.rules_select",
                  "nki_lite.lower.llvm.rules_partition",
                  "nki_lite.lower.cost.rules_rng_select", "nki_lite.lower.cost.rules_partition",
-                 "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect")
+                 "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect",
+                 "nki_lite.lower.llvm.rules_matmul")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -113,15 +113,15 @@ def matmul_kernel(a, b, sa, sb, in_dtype, out_dtype):
     """out[B, M, N] = (a[B, M, K] @ b[B, K, N]) * sa[B, M, 1] * sb[B, 1, N]; sa/sb may be None.
 
     Loop nest: batch, M blocks of up to 512 rows (A transposed once per block), N blocks of 512
-    (B's K x 512 panel loaded once per M block and N block), the block's 128-row tiles, K tiles
-    accumulated in one PSUM bank."""
+    (B's K x 512 panel loaded once per M block and N block), K tiles, the block's 128-row tiles —
+    each accumulating in its own PSUM bank (up to 4 live) — then each tile copied out."""
     B, M, K = a.shape
     N = b.shape[2]
     if isinstance(in_dtype, str) and in_dtype == "fp8":
         in_dtype = fp8_operand_dtype(a.dtype, b.dtype, nisa.get_nc_version())
     out = nl.ndarray((B, M, N), dtype=out_dtype, buffer=nl.shared_hbm)
     KT = K // TK
-    MB = TM * min(4, math.ceil(M / TM))
+    MB = TM * max(1, min(8, math.ceil(math.ceil(M / TM) / 2)))   # up to 8 PSUM banks; >= 2 blocks
     im = nl.arange(TM)[:, None]
     jn = nl.arange(TN)[None, :]
     for bi in nl.affine_range(B):
@@ -132,15 +132,18 @@ def matmul_kernel(a, b, sa, sb, in_dtype, out_dtype):
                 cols = n * TN + jn < N
                 if sb is not None:
                     sb_t = nl.load(sb[bi, nl.arange(1)[:, None], n * TN + jn], mask=cols, dtype=nl.float32)
+                # one PSUM bank per 128-row tile of the block, all live over one K loop: each moving
+                # tile panel[k] feeds the block's stationary tiles back to back
+                accs = [nl.zeros((TM, TN), nl.float32, buffer=nl.psum) for _ in range(MB // TM)]
+                for k in nl.affine_range(KT):
+                    for t in range(MB // TM):
+                        accs[t] += nisa.nc_matmul(a_blk[k, :, t * TM:(t + 1) * TM], panel[k, :, :])
                 for t in range(MB // TM):
-                    r0 = mb * MB + t * TM
-                    acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(KT):
-                        acc += nisa.nc_matmul(a_blk[k, :, t * TM:(t + 1) * TM], panel[k, :, :])
                     if a_tail is not None:
-                        acc += nisa.nc_matmul(a_tail[:, t * TM:(t + 1) * TM], b_tail)
+                        accs[t] += nisa.nc_matmul(a_tail[:, t * TM:(t + 1) * TM], b_tail)
+                    r0 = mb * MB + t * TM
                     valid = (r0 + im < M) & cols
-                    res = acc
+                    res = accs[t]
                     if sa is not None:
                         sa_t = nl.load(sa[bi, r0 + im, nl.arange(1)[None, :]], mask=r0 + im < M, dtype=nl.float32)
                         res = nl.multiply(res, sa_t, mask=valid)

@@ -39,6 +39,8 @@ from . import launch_plan
 from .arena import layout
 from .context import EmitContext, Function, LoopEnv, Module
 from .fusion import emit_run, plan, read_counts
+from .matmul_chain import Chain, group as matmul_chains
+from .matmul_chain import emit as emit_chain
 from .irbuilder import FnBuilder, f32, f32_bits
 from .parts import emit_call, split
 from .rowmajor import row_local
@@ -435,7 +437,9 @@ class Emitter:
         P = row_local(self, list(nodes)) if self.vectorize and self.row is None else None
         if P is not None:
             return P, list(nodes)
-        return None, (plan(list(nodes), self.root) if self.vectorize else list(nodes))
+        if not self.vectorize:
+            return None, list(nodes)
+        return None, matmul_chains(self, plan(list(nodes), self.root))   # PSUM k-chains: matmul_chain.py
 
     def run_nodes(self, nodes, ctx: LoopEnv) -> None:
         if self.row is None:
@@ -455,6 +459,9 @@ class Emitter:
                 self.run_nodes([n for n in nodes if not (isinstance(n, ir.Instr) and n.op == "alloc")], ctx)
             return
         for n in items:
+            if isinstance(n, Chain):
+                emit_chain(self, n, ctx)
+                continue
             if isinstance(n, list):
                 emit_run(self, n, ctx, self.reads)
                 continue
@@ -531,7 +538,7 @@ def _scratch_need(kernel: ir.Kernel, instr: ir.Instr) -> int:
 def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], int]:
     """(argument buffers, arena bytes) that `generate(kernel, debug)` produces, without emitting code
     (the disk cache checks a stored entry's metadata against them)."""
-    from . import rules_common, rules_compute, rules_data, rules_gather, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_gather, rules_matmul, rules_reduce  # noqa: F401
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
     from . import rules_indirect  # noqa: F401 - indirect DMA, dynamic copies
     em = Emitter(run_backend(kernel, "llvm")[0], debug)
@@ -539,7 +546,7 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
 
 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
-    from . import rules_common, rules_compute, rules_data, rules_gather, rules_reduce  # noqa: F401 - register rules
+    from . import rules_common, rules_compute, rules_data, rules_gather, rules_matmul, rules_reduce  # noqa: F401
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
     from . import rules_indirect  # noqa: F401 - indirect DMA, dynamic copies
     prepared, origin = run_backend(kernel, "llvm")

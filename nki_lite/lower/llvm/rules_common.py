@@ -214,8 +214,9 @@ def _aliases(em, dst: ir.Access, ins) -> bool:
 def scratch_bytes(kernel: ir.Kernel, instr: ir.Instr) -> int:
     bufs = kernel.buffer_map
     if instr.op == "nc_matmul":                # fp32 accumulators + fp32 copies of both operands
+        from .matmul_chain import scratch_bytes as chain_bytes   # or a fused chain's widened operands
         (K, M), N = instr.ins[0].shape, instr.ins[1].shape[1]
-        return (M * N + K * M + K * N) * 4
+        return max((M * N + K * M + K * N) * 4, chain_bytes(K, M, N))
     if instr.op == "device_print":
         acc = instr.ins[0]
         n = 1

@@ -1,0 +1,305 @@
+"""The register-blocked fp32 matmul micro-kernel behind a PSUM accumulation chain (matmul_chain.py).
+
+Contract: `function(sig) -> (name, text)` is one internal LLVM function
+
+    void @<name>({ptr C_t, i64 ldc_t} per output t, ptr PA, ptr PB,
+                 { ptr B, i64 b_step, i64 b_ld, { ptr A_t, i64 a_step_t, i64 a_ld_t } per output } per piece)
+
+that adds, for every output t (`sig.outs` PSUM tiles that share the moving operand) and element
+C_t[m, n] (m < sig.M, n < sig.N, row stride ldc_t), the products of each piece in order: piece p
+runs `count` iterations j, iteration j reads the fp32 operands A_j = A_t + j*a_step_t ([K, M], row
+stride a_ld_t) and B_j = B + j*b_step ([K, N], row stride b_ld), and
+for k in [start, K) does acc = acc + A_j[k, m] * B_j[k, n] — one fused multiply-add when the
+piece's `fma` flag is set, else a multiply then an add. The accumulator starts at C's value
+(init "psum") or at the first piece's k = 0 product (init "product", that piece then starts at
+k = 1), and is stored back once, NaN canonicalised. So every element is summed in exactly the order
+of the instructions one by one (runtime/interpret_compute.py `_nc_matmul`), whatever the blocking.
+
+Packing: the operands are first copied, in chain order, into contiguous panels in the caller's
+scratch: PA (outs x depth x M floats: each row block's rows contiguous), PB (depth x N rounded up
+to 16 floats: each column strip's columns contiguous), shared by every output — so the inner loop streams both from cache in order (LLVM_NOTES §1b: packing).
+
+Blocking: the output is cut into MR x (NR*16) register blocks — accumulators are <16 x float>
+values that stay in registers across every piece and k (an alloca with constant indices that LLVM
+promotes), MR*NR + NR + 1 <= 32 zmm so nothing spills (LLVM_NOTES §1) — column strips outside,
+row blocks inside (a strip of B is reused from cache by every row block), one output after another; a ragged row tail is a
+block with fewer rows, a ragged column tail a strip of fewer vectors whose last vector is loaded and
+stored with a lane mask (the masked-off lanes are never stored).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.bits import CANON_NAN
+from .irbuilder import FnBuilder, f32_bits
+
+LANES = 16
+MR, NR = 8, 3          # 24 accumulators + 3 B vectors + 1 broadcast: 28 of 32 zmm (notes: 8x3 is the best block)
+VT = f"<{LANES} x float>"
+
+
+@dataclass(frozen=True)
+class Piece:
+    K: int            # contraction depth of one iteration
+    count: int        # iterations (consecutive instructions of one loop, or 1)
+    start: int        # first k (1 for the product-initialised first piece)
+    fma: bool
+
+
+@dataclass(frozen=True)
+class Sig:
+    M: int
+    N: int
+    init: str                      # "psum" | "product"
+    pieces: tuple[Piece, ...]
+    outs: int = 1                  # PSUM tiles sharing the moving operand B (each its own A)
+
+    @property
+    def name(self) -> str:
+        p = "_".join(f"{q.K}x{q.count}{'s' if q.start else ''}{'f' if q.fma else 'm'}" for q in self.pieces)
+        return f"nkl_mmk_{self.M}x{self.N}x{self.outs}_{'c' if self.init == 'psum' else 'x'}_{p}"
+
+
+def _strips(N: int) -> list[tuple[int, int, int, int]]:
+    """Column strips (first column, count of repeats, vectors per strip, lanes of its last vector)."""
+    nv = -(-N // LANES)
+    part = N % LANES or LANES
+    full, rest = divmod(nv, NR)
+    out = []
+    if rest == 0 and part < LANES:         # the last full strip holds the partial vector
+        full, rest = full - 1, NR
+    if full:
+        out.append((0, full, NR, LANES))
+    if rest:
+        out.append((full * NR * LANES, 1, rest, part))
+    return out
+
+
+def _rows(M: int) -> list[tuple[int, int, int]]:
+    """Row blocks (first row, count of repeats, rows per block)."""
+    full, rest = divmod(M, MR)
+    return ([(0, full, MR)] if full else []) + ([(full * MR, 1, rest)] if rest else [])
+
+
+class _Writer:
+    def __init__(self, sig: Sig):
+        self.sig = sig
+        self.b = FnBuilder()
+        self.allocas: list[str] = []
+        self.declares = {f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})",
+                         f"declare {VT} @llvm.masked.load.v{LANES}f32.p0(ptr, <{LANES} x i1>, {VT})",
+                         f"declare void @llvm.masked.store.v{LANES}f32.p0({VT}, ptr, <{LANES} x i1>)"}
+
+    def gep(self, base: str, *terms) -> str:
+        """base + sum of (value, multiplier) terms (ints fold)."""
+        b, off, const = self.b, None, 0
+        for v, mul in terms:
+            if isinstance(v, int) and isinstance(mul, int):
+                const += v * mul
+                continue
+            if v == 0 or mul == 0:
+                continue
+            t = v if mul == 1 else mul if v == 1 else b.op(f"mul nsw i64 {v}, {mul}")
+            off = t if off is None else b.op(f"add nsw i64 {off}, {t}")
+        if const:
+            off = str(const) if off is None else b.op(f"add nsw i64 {off}, {const}")
+        return base if off is None else b.op(f"getelementptr inbounds float, ptr {base}, i64 {off}")
+
+    def gep_i64(self, base: str, idx) -> str:
+        return self.b.op(f"getelementptr inbounds i64, ptr {base}, i64 {idx}")
+
+    @staticmethod
+    def mask(lanes: int) -> str:
+        return "<" + ", ".join(f"i1 {'true' if k < lanes else 'false'}" for k in range(LANES)) + ">"
+
+    def vload(self, p: str, lanes: int) -> str:
+        if lanes == LANES:
+            return self.b.op(f"load {VT}, ptr {p}, align 4")
+        return self.b.op(f"call {VT} @llvm.masked.load.v{LANES}f32.p0(ptr align 4 {p}, <{LANES} x i1> "
+                         f"{self.mask(lanes)}, {VT} zeroinitializer)")
+
+    def vstore(self, v: str, p: str, lanes: int) -> None:
+        if lanes == LANES:
+            self.b.emit(f"store {VT} {v}, ptr {p}, align 4")
+        else:
+            self.b.emit(f"call void @llvm.masked.store.v{LANES}f32.p0({VT} {v}, ptr align 4 {p}, <{LANES} x i1> "
+                        f"{self.mask(lanes)})")
+
+    def splat(self, s: str) -> str:
+        v = self.b.op(f"insertelement {VT} poison, float {s}, i64 0")
+        return self.b.op(f"shufflevector {VT} {v}, {VT} poison, <{LANES} x i32> zeroinitializer")
+
+    def mac(self, a: str, bv: str, acc: str, fma: bool) -> str:
+        if fma:
+            return self.b.op(f"call {VT} @llvm.fma.v{LANES}f32({VT} {a}, {VT} {bv}, {VT} {acc})")
+        return self.b.op(f"fadd {VT} {acc}, {self.b.op(f'fmul {VT} {a}, {bv}')}")
+
+    def offsets(self):
+        """(piece, its first packed row) for every piece: the packed panels hold every piece's rows
+        one after the other, in chain order."""
+        out, off = [], 0
+        for p, piece in enumerate(self.sig.pieces):
+            out.append((p, off))
+            off += piece.K * piece.count
+        return out, off
+
+    def each_row(self, body) -> None:
+        """body(p, jj, k, kk): every contraction row of every piece iteration, kk its packed row."""
+        b = self.b
+        for p, off in self.offsets()[0]:
+            piece = self.sig.pieces[p]
+            with b.loop(piece.count, f"qj{p}_") if piece.count > 1 else _const(0) as jj:
+                with b.loop(piece.K, f"qk{p}_") as k:
+                    kk = self.add(self.add(k, off), self.mul(jj, piece.K))
+                    body(p, jj, k, kk)
+
+    def add(self, x, y):
+        if isinstance(x, int) and isinstance(y, int):
+            return x + y
+        if y == 0 or x == 0:
+            return y if x == 0 else x
+        return self.b.op(f"add nsw i64 {x}, {y}")
+
+    def mul(self, x, c: int):
+        if isinstance(x, int):
+            return x * c
+        return x if c == 1 else self.b.op(f"mul nsw i64 {x}, {c}")
+
+    def pack_a(self, depth: int, t: int) -> None:
+        """Output t's PA: each row block's [depth, mr] slice of A contiguous at PA + (t*M + r0)*depth."""
+        b, M = self.b, self.sig.M
+
+        def body(p, jj, k, kk):
+            src = self.gep(f"%A{p}_{t}", (jj, f"%as{p}_{t}"), (k, f"%ald{p}_{t}"))
+            for r0, nrow, mr in _rows(M):
+                vt = f"<{mr} x float>"
+                with b.loop(nrow, "pa") if nrow > 1 else _const(0) as rb:
+                    r = self.add(self.mul(rb, mr), r0)
+                    v = b.op(f"load {vt}, ptr {self.gep(src, (r, 1))}, align 4")
+                    dst = self.gep("%PA", (r, depth), (t * M * depth, 1), (kk, mr))
+                    b.emit(f"store {vt} {v}, ptr {dst}, align 4")
+        self.each_row(body)
+
+    def pack_b(self, c0, nr: int, last: int, depth: int) -> None:
+        """The strip's [depth, nr*16] slice of B contiguous at PB + c0*depth (a partial last vector
+        zero-filled)."""
+        b = self.b
+
+        def body(p, jj, k, kk):
+            src = self.gep(f"%B{p}", (jj, f"%bs{p}"), (k, f"%bld{p}"), (c0, 1))
+            for v in range(nr):
+                x = self.vload(self.gep(src, (v * LANES, 1)), last if v == nr - 1 else LANES)
+                dst = self.gep("%PB", (c0, depth), (kk, nr * LANES), (v * LANES, 1))
+                b.emit(f"store {VT} {x}, ptr {dst}, align 4")
+        self.each_row(body)
+
+    def block(self, r0, c0, mr: int, nr: int, last: int, depth: int, t) -> None:
+        """One mr x nr*16 register block at rows r0.., columns c0.. (SSA values or ints), reading
+        the packed panels."""
+        b, sig = self.b, self.sig
+        lanes = [LANES] * (nr - 1) + [last]
+        slots = f"%uk{len(self.allocas)}"
+        self.allocas.append(f"  {slots} = alloca [{mr * nr} x {VT}], align 64")
+
+        def slot(i, j):
+            return b.op(f"getelementptr inbounds [{mr * nr} x {VT}], ptr {slots}, i64 0, i64 {i * nr + j}")
+        C, ldc, pa_t = t                      # this output's C, row stride, packed A
+        crow = [self.gep(C, (r0, ldc), (i, ldc)) for i in range(mr)]
+        cptr = [[self.gep(crow[i], (c0, 1), (j * LANES, 1)) for j in range(nr)] for i in range(mr)]
+        if sig.init == "psum":
+            for i in range(mr):
+                for j in range(nr):
+                    b.emit(f"store {VT} {self.vload(cptr[i][j], lanes[j])}, ptr {slot(i, j)}, align 64")
+        pa = self.gep(pa_t, (r0, depth))
+        pb = self.gep("%PB", (c0, depth))
+        for p, off in self.offsets()[0]:
+            piece = sig.pieces[p]
+            with b.loop(piece.count, f"pj{p}_") if piece.count > 1 else _const(0) as jj:
+                row0 = self.add(self.mul(jj, piece.K), off)
+                if p == 0 and sig.init == "product":
+                    self._step(pa, pb, p, row0, mr, nr, slot, first=True)
+                with b.loop(piece.K - piece.start, f"k{p}_") as k0:
+                    self._step(pa, pb, p, self.add(self.add(k0, piece.start), row0), mr, nr, slot, first=False)
+        canon = f32_bits(CANON_NAN)
+        for i in range(mr):
+            for j in range(nr):
+                v = b.op(f"load {VT}, ptr {slot(i, j)}, align 64")
+                nan = b.op(f"fcmp uno {VT} {v}, zeroinitializer")
+                v = b.op(f"select <{LANES} x i1> {nan}, {VT} splat (float {canon}), {VT} {v}")
+                self.vstore(v, cptr[i][j], lanes[j])
+
+    def _step(self, pa, pb, p, kk, mr, nr, slot, first: bool) -> None:
+        """One packed row kk: nr vectors of B, mr broadcasts of A, mr*nr multiply-adds (or, for the
+        product-initialised first row, products)."""
+        b, fma = self.b, self.sig.pieces[p].fma
+        brow = self.gep(pb, (kk, nr * LANES))
+        bv = [b.op(f"load {VT}, ptr {self.gep(brow, (j * LANES, 1))}, align 4") for j in range(nr)]
+        arow = self.gep(pa, (kk, mr))
+        for i in range(mr):
+            a = self.splat(b.op(f"load float, ptr {self.gep(arow, (i, 1))}, align 4"))
+            for j in range(nr):
+                q = slot(i, j)
+                if first:
+                    v = b.op(f"fmul {VT} {a}, {bv[j]}")
+                else:
+                    v = self.mac(a, bv[j], b.op(f"load {VT}, ptr {q}, align 64"), fma)
+                b.emit(f"store {VT} {v}, ptr {q}, align 64")
+
+    def strips(self, body) -> None:
+        b = self.b
+        for c0, nc, nr, last in _strips(self.sig.N):
+            with b.loop(nc, "cs") if nc > 1 else _const(0) as cs:
+                body(self.add(self.mul(cs, nr * LANES), c0), nr, last)
+
+    def row_blocks(self, cexpr, nr: int, last: int, depth: int, t) -> None:
+        b = self.b
+        for r0, nrow, mr in _rows(self.sig.M):
+            with b.loop(nrow, "rb") if nrow > 1 else _const(0) as rb:
+                self.block(self.add(self.mul(rb, mr), r0), cexpr, mr, nr, last, depth, t)
+
+    def text(self) -> str:
+        sig, b = self.sig, self.b
+        depth = self.offsets()[1]
+        for t in range(sig.outs):
+            self.pack_a(depth, t)
+        self.strips(lambda cexpr, nr, last: self.pack_b(cexpr, nr, last, depth))
+        # one tile's packed A (and C) at a time in cache; a run-time loop over the outputs (their C
+        # pointers and strides from a small table), so the code is one copy whatever sig.outs is
+        T = sig.outs
+        table = f"%ctab{len(self.allocas)}"
+        self.allocas.append(f"  {table} = alloca [{2 * T} x i64], align 8")
+        for t in range(T):
+            p = b.op(f"ptrtoint ptr %C{t} to i64")
+            b.emit(f"store i64 {p}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t}')}, align 8")
+            b.emit(f"store i64 %ldc{t}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t + 1}')}, align 8")
+        with b.loop(T, "to") if T > 1 else _const(0) as t:
+            two = self.mul(t, 2)
+            C = b.op(f"inttoptr i64 {b.op(f'load i64, ptr {self.gep_i64(table, two)}, align 8')} to ptr")
+            ldc = b.op(f"load i64, ptr {self.gep_i64(table, self.add(two, 1))}, align 8")
+            pa_t = self.gep("%PA", (t, sig.M * depth))
+            self.strips(lambda cexpr, nr, last: self.row_blocks(cexpr, nr, last, depth, (C, ldc, pa_t)))
+        b.emit("ret void")
+        params = ", ".join(f"ptr %C{t}, i64 %ldc{t}" for t in range(sig.outs)) + ", ptr noalias %PA, ptr noalias %PB"
+        for p in range(len(sig.pieces)):
+            params += f", ptr %B{p}, i64 %bs{p}, i64 %bld{p}" + "".join(
+                f", ptr %A{p}_{t}, i64 %as{p}_{t}, i64 %ald{p}_{t}" for t in range(sig.outs))
+        body = [b.lines[0]] + self.allocas + b.lines[1:]
+        return ("\n".join(sorted(self.declares)) + "\n"
+                + f"define internal void @{sig.name}({params}) nounwind {{\n" + "\n".join(body) + "\n}\n")
+
+
+class _const:
+    """A stand-in for a loop of one iteration: yields the constant index."""
+
+    def __init__(self, v: int):
+        self.v = v
+
+    def __enter__(self):
+        return self.v
+
+    def __exit__(self, *exc):
+        return False
+
+
+def function(sig: Sig) -> tuple[str, str]:
+    return sig.name, _Writer(sig).text()

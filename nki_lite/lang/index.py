@@ -20,6 +20,7 @@ from ..loc import capture_loc
 from ..core.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
+from .list_loops import list_index_unroll
 from .tracer import UnrollRequest, active, user_text
 
 
@@ -137,10 +138,15 @@ class Index:
                    "when the kernel runs")
 
     def __index__(self):
-        raise _err("control_flow_on_index",
-                   f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
-                   "(range(), list index, int())",
-                   "use nl.static_range to unroll, or index tiles with the variable directly")
+        error = _err("control_flow_on_index",
+                     f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
+                     "(range(), list index, int())",
+                     "use nl.static_range to unroll, or index tiles with the variable directly")
+        locs = list_index_unroll(self.expr.vars())      # a list of tiles indexed by loop variables
+        tr = active()
+        if locs and tr is not None and not locs <= tr.unroll_locs:
+            raise UnrollRequest(locs, error)
+        raise error
 
     __int__ = __index__
 

@@ -147,6 +147,8 @@ class Tile:
     def select(self, dim, index): return _op("view_select")(self, dim, index)
     def vector_select(self, dim, vector_offset): return _op("view_vector_select")(self, dim, vector_offset)
     def is_indirect(self): return _op("view_is_indirect")(self)
+    def get_pattern(self): return _op("view_get_pattern")(self)
+    def is_contiguous(self): return _op("view_is_contiguous")(self)
     def expand_dim(self, dim): return _op("view_expand_dim")(self, dim)
     def squeeze_dim(self, dim): return _op("view_squeeze_dim")(self, dim)
     def permute(self, dims): return _op("view_permute")(self, dims)

@@ -22,8 +22,8 @@ Contract:
   dims, permutations, element counts) are NL-E113; merging dimensions that are not contiguous in
   storage is NL-E114. Dynamic views (`select(dim, tile)`, `vector_select`, `.ap(scalar_offset= /
   vector_offset=)`) are lang/ops_indirect.IndirectView (DMA only), with their run-time bounds checks.
-- Not built (NL-E916): dtype reinterpretation of on-chip tensors and between dtypes of different
-  element sizes, `.indirect` (Trn3 tensor indirection).
+- Not built: dtype reinterpretation of on-chip tensors and between dtypes of different element sizes
+  (NL-E904), dynamic offsets of on-chip views (NL-E916), `.indirect` (Trn3 tensor indirection; no method).
 """
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def _same_size_dtype(t: Tile, dtype, what: str) -> str | None:
         return None
     a, b = D.INFO[t.dtype_name], D.INFO[dt]
     if _on_chip(t) or a.itemsize != b.itemsize or any(i.bits != 8 * i.itemsize for i in (a, b)):
-        raise _err("nki_argument_not_built", f"{what} reinterpreting {t.dtype_name} as {dt}"
+        raise _err("unsupported", f"{what} reinterpreting {t.dtype_name} as {dt}"
                    f"{' on ' + t.space.value if _on_chip(t) else ''}: only HBM views between dtypes of the same "
                    "element size whose values use every bit are built",
                    "reinterpret the HBM tensor before loading it")
@@ -351,6 +351,28 @@ def is_indirect(t: Tile) -> bool:
     return bool(t._is_view_indirect)
 
 
+def _strides(t: Tile) -> list:
+    """Each view axis's step in the storage's linear order (on-chip: partition step = free size)."""
+    part, free = _linear(t)
+    lin = free if part is None else part.scale(_prod(t.buf.shape[1:])) + free
+    return [lin.coeff(axis_var(k)) for k in range(t.ndim)]
+
+
+def get_pattern(t: Tile) -> list:
+    """NkiTensor.get_pattern: [[step, num], ...], one pair per view dimension."""
+    return [[s, n] for s, n in zip(_strides(t), t.shape)]
+
+
+def is_contiguous(t: Tile) -> bool:
+    """Every non-size-1 dim's step is the product of the inner sizes (on-chip: free dims only)."""
+    st, inner = _strides(t), 1
+    for k in reversed(range(1 if _on_chip(t) else 0, t.ndim)):
+        if t.shape[k] != 1 and st[k] != inner:
+            return False
+        inner *= t.shape[k]
+    return True
+
+
 def expand_dim(t: Tile, dim) -> Tile:
     d = _dim(t, dim, extra=1)
     _not_partition(t, d, "expand_dim")
@@ -416,5 +438,11 @@ def reshape_dim(t: Tile, dim, shape) -> Tile:
 
 
 provide_tile_ops({"view_ap": ap, "view_slice": slice_, "view_select": select, "view_vector_select": vector_select,
-                  "view_is_indirect": is_indirect, "view_expand_dim": expand_dim, "view_squeeze_dim": squeeze_dim,
+                  "view_is_indirect": is_indirect, "view_get_pattern": get_pattern, "view_is_contiguous": is_contiguous, "view_expand_dim": expand_dim, "view_squeeze_dim": squeeze_dim,
                   "view_permute": permute, "view_broadcast": broadcast, "view_reshape_dim": reshape_dim})
+
+
+# what the compatibility table (nki/compat_table.py, docs/compat_nki.md) lists as missing
+Tile.ap.__nki_partial__ = {"dtype": "same element size, HBM only",
+                           "scalar_offset / vector_offset": "HBM tensors only"}
+Tile.select.__nki_partial__ = {"index": "a run-time (tensor) index on HBM tensors only"}

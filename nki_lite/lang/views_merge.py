@@ -129,3 +129,4 @@ def view(t: Tile, dtype) -> Tile:
 
 provide_tile_ops({"view_flatten_dims": flatten_dims, "view_reshape": reshape, "view_rearrange": rearrange,
                   "view_dtype": view})
+Tile.view.__nki_partial__ = {"dtype": "same element size, HBM only"}

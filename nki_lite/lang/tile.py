@@ -27,7 +27,7 @@ from ..loc import capture_loc
 from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..core import dtypes as D
-from .index import DynSlice, Index, as_index
+from .index import DynSlice, Index, NonAffine, as_index
 from . import indirect
 from .memory import SPACE_OBJECTS, new_buffer
 from .opnames import UFUNC_OPS
@@ -503,6 +503,8 @@ def _slice_expr(k: slice, size: int, axis: int, new_shape: list) -> Affine:
 
 def _point_expr(k, size: int) -> Affine:
     """The source index of an integer or scalar index expression (the dimension is dropped)."""
+    if isinstance(k, NonAffine):
+        k._fail()                  # `t[:, i % 2]`: unroll i's loop, else NL-E807
     ix = _as_index_or_none(k)
     if ix is None:
         if isinstance(k, Tile):

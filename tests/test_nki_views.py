@@ -250,6 +250,20 @@ def test_vector_select_and_dynamic_select_gather_rows():
     np.testing.assert_array_equal(s, x[3])
 
 
+@nki.jit
+def scalar_offset_rows(x, start):
+    """The deep dive's scalar dynamic access: rows start..start+3 of x, the start read at run time."""
+    s = sbuf_of(start)                                        # (1, 1) int32: a row number
+    t = nl.ndarray((4, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap([[x.shape[1], 4], [1, x.shape[1]]], offset=0, scalar_offset=s, indirect_dim=0))
+    return hbm_of(t)
+
+
+def test_ap_scalar_offset_reads_from_a_run_time_row():
+    x = f32(12, 8)
+    np.testing.assert_array_equal(both(scalar_offset_rows, x, np.array([[5]], np.int32)), x[5:9])
+
+
 # ---------------------------------------------------------------- the rules, at the line
 
 @nki.jit
@@ -276,6 +290,12 @@ def ap_loop_past_the_end(x):
     for i in nl.affine_range(4):
         nisa.dma_copy(dst=out[i], src=x.ap([[32, 16], [1, 8]], offset=i * 8 + 1))  # MARK-LOOP-OOB
     return out
+
+
+@nki.jit
+def ap_past_the_partitions(x):
+    t = sbuf_of(x)
+    return hbm_of(copy(t.ap([[32, 8], [1, 32]], offset=9 * 32)))  # MARK-AP-PART
 
 
 @nki.jit
@@ -314,6 +334,7 @@ def view_on_chip(x):
     (bad_pattern, "access_pattern", "MARK-PAIR"),
     (ap_past_the_end, "out_of_bounds", "MARK-AP-OOB"),
     (ap_loop_past_the_end, "out_of_bounds", "MARK-LOOP-OOB"),
+    (ap_past_the_partitions, "out_of_bounds", "MARK-AP-PART"),
     (slice_past_the_end, "out_of_bounds", "MARK-SLICE-OOB"),
     (permute_partition, "view", "MARK-PERMUTE"),
     (squeeze_not_one, "view", "MARK-SQUEEZE"),
@@ -374,3 +395,20 @@ def range_of_loop_variable(x):
 
 def test_a_loop_variable_as_a_range_bound_stays_an_error():
     raises(range_of_loop_variable, (f32(4, 4),), "control_flow_on_index", "MARK-RANGE")
+
+
+@nki.jit
+def double_buffered(x):
+    """`i % 2` of a loop variable picks one of two buffers (the attention tutorial's double buffering)."""
+    buf = nl.ndarray((x.shape[0], 2, x.shape[1] // 4), dtype=x.dtype, buffer=nl.sbuf)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        w = x.shape[1] // 4
+        nisa.dma_copy(dst=buf[:, i % 2, :], src=x[:, nl.ds(i * w, w)])
+        nisa.dma_copy(dst=out[:, nl.ds(i * w, w)], src=buf[:, i % 2, :])
+    return out
+
+
+def test_a_remainder_of_a_loop_variable_as_an_index_unrolls_the_loop():
+    x = f32(4, 16)
+    np.testing.assert_array_equal(both(double_buffered, x), x)

@@ -12,6 +12,7 @@ import nki_lite.nki.language as nl
 from nki_lite import errors
 
 from . import markers
+from .test_nki_dialect import both       # both backends, bit for bit; the JIT's result
 
 HERE, line_of, _ = markers.marker_helpers(__file__)
 RNG = np.random.default_rng(2026)
@@ -20,14 +21,6 @@ F32 = np.float32
 
 def f32(*shape):
     return RNG.uniform(-1, 1, shape).astype(F32)
-
-
-def both(kernel, *args):
-    a = kernel(*args, mode="interpret")
-    b = kernel(*args, mode="jit")
-    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
-        assert x.dtype == y.dtype and np.array_equal(x.view(np.uint8), y.view(np.uint8))
-    return b
 
 
 def raises(kernel, args, name: str, marker: str):

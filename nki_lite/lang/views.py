@@ -300,9 +300,9 @@ def slice_(t: Tile, dim, start, end, step=1) -> Tile:
             raise _err("view", "a slice with a symbolic start needs end = start + a positive constant")
         size = len(range(0, span.expr.const, step))
     shape = t.shape[:d] + (size,) + t.shape[d + 1:]
-    out = _remap(t, {axis_var(d): s.expr + Affine.var(axis_var(d), step)}, shape)
-    _check_range(s.expr + (size - 1) * step, n, _extents(t, shape), f"dimension {d}", t)
-    return out
+    walk = s.expr + Affine.var(axis_var(d), step)
+    _check_range(walk, n, _extents(t, shape), f"dimension {d}", t)
+    return _remap(t, {axis_var(d): walk}, shape)
 
 
 def select(t: Tile, dim, index) -> Tile:

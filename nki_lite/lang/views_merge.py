@@ -72,8 +72,9 @@ def reshape(t: Tile, *dims, shape=None) -> Tile:
     sizes = _split_sizes(_prod(t.shape), dims, f"reshape{tuple(dims)} of a view of shape {list(t.shape)}")
     if _on_chip(t):
         if not sizes or sizes[0] != t.shape[0]:
-            raise _err("view", f"reshape{tuple(dims)} of a {t.space.value} tensor of shape {list(t.shape)}: the "
-                       f"partition size {t.shape[0]} must stay the first dimension")
+            raise _err("reshape", f"reshape{tuple(dims)} of a {t.space.value} tensor of shape {list(t.shape)}: the "
+                       f"partition size {t.shape[0]} must stay the first dimension (only HBM tensors can be reshaped "
+                       "across partitions)", "reshape the HBM tensor before loading it")
         if t.ndim == 1:
             t = _remap(t, {}, t.shape + (1,))
         merged = flatten_dims(t, 1, t.ndim - 1)

@@ -226,6 +226,16 @@ _TABLE = [
     ("NL-E108", "isa_operand", ArgumentError,
      "an ISA instruction's operator or constant is outside what the instruction documents",
      "use one of the values the instruction's NKI documentation lists (the message names them)"),
+    # tensor views of the current dialect (lang/views.py, docs/nki_dialect.md)
+    ("NL-E112", "access_pattern", ShapeError,
+     "an access pattern (`t.ap(...)`) is malformed or breaks the on-chip layout rule",
+     "write [[step, num], ...] outermost first; on SBUF/PSUM the first pair is the partition access and its "
+     "step is the tensor's free size"),
+    ("NL-E113", "view", ShapeError, "a tensor view primitive was given arguments its reference does not allow",
+     "the message names the rule (partition dim 0 of on-chip tensors, size-1 dims, permutations, element counts)"),
+    ("NL-E114", "view_layout", ShapeError,
+     "a view merges dimensions that are not contiguous in storage, so no access pattern walks them",
+     "copy the view into a contiguous tile first (nisa.tensor_copy), then merge that tile's dimensions"),
     ("NL-E109", "accumulator", ShapeError,
      "a reduce_cmd=reduce instruction continues an accumulator of a different partition count",
      "start each chain with reduce_cmd=reset_reduce on tiles of the same partition count"),

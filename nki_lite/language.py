@@ -15,6 +15,7 @@ from .lang.ops_math import (abs, add, all, arctan, bitwise_and, bitwise_or, bitw
                             reciprocal, relu, right_shift, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square,
                             subtract, sum, tan, tanh, transpose, var, where, floor, ceil, trunc)
 from .lang.ops_indirect import atomic_rmw, gather_flattened  # noqa: F401
+from .lang import views as _views, views_merge as _views_merge  # noqa: F401  (tensor view methods)
 from .lang.ops_memory import (device_print, load, load_transpose2d, shared_constant,  # noqa: F401
                               shared_identity_matrix, static_cast, store)
 from .lang.rng import dropout, rand, random_seed  # noqa: F401

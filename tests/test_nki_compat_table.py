@@ -38,8 +38,10 @@ def test_every_reference_name_resolves_and_none_is_an_attribute_error():
 
 def test_a_not_built_stub_is_classified_not_supported():
     assert compat_table.classify("nki.isa.dma_transpose")[0] == "not supported"
-    assert compat_table.classify("nki.language.NkiTensor.ap") == ("not supported",
-                                                                  "tensor view method (needs IR work, issue #11)")
+    assert compat_table.classify("nki.language.NkiTensor.indirect") == (
+        "not supported", "tensor method not built (docs/nki_dialect.md, tensor views)")
+    status, note = compat_table.classify("nki.language.NkiTensor.ap")       # __nki_partial__ of a tensor method
+    assert status == "partial" and "dtype: same element size" in note
     status, note = compat_table.classify("nki.isa.nc_matmul")
     assert status == "partial" and note.startswith("accumulate:")
 

@@ -55,7 +55,7 @@ def test_used_names_follow_every_import_spelling():
             "nki.isa.register_alloc", "nki.isa.nc_matmul", "nki.language.load",
             "nki.language.NkiTensor.ap"} <= used
     blocking = sorted(n for n in used if SCRIPT.STATUS.get(n) == "not supported")
-    assert blocking == ["nki.isa.register_alloc", "nki.language.NkiTensor.ap"]
+    assert blocking == ["nki.isa.register_alloc"]         # NkiTensor.ap is built (lang/views.py)
 
 
 def test_jit_kernels_are_the_decorated_functions():

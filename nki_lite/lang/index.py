@@ -20,6 +20,7 @@ from ..loc import capture_loc
 from ..core.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
+from .list_loops import list_index_unroll
 from .tracer import UnrollRequest, active, user_text
 
 
@@ -112,7 +113,7 @@ class Index:
             return Index(Affine(self.expr.const % int(other)))
         # not affine: a value that can only feed hints such as nc_matmul(tile_position=...); any use as
         # an index, mask or shape is an error (NL-E807) naming the remainder
-        return NonAffine(f"({self.expr}) % {other!r}")
+        return NonAffine(f"({self.expr}) % {other!r}", frozenset(self.expr.vars()))
 
     # ---- comparisons -> masks
     def _cmp(self, other, op: str) -> "Predicate":
@@ -137,10 +138,15 @@ class Index:
                    "when the kernel runs")
 
     def __index__(self):
-        raise _err("control_flow_on_index",
-                   f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
-                   "(range(), list index, int())",
-                   "use nl.static_range to unroll, or index tiles with the variable directly")
+        error = _err("control_flow_on_index",
+                     f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
+                     "(range(), list index, int())",
+                     "use nl.static_range to unroll, or index tiles with the variable directly")
+        locs = list_index_unroll(self.expr.vars())      # a list of tiles indexed by loop variables
+        tr = active()
+        if locs and tr is not None and not locs <= tr.unroll_locs:
+            raise UnrollRequest(locs, error)
+        raise error
 
     __int__ = __index__
 
@@ -302,8 +308,9 @@ class NonAffine:
     """`i % n` of a loop variable: not an affine index. Arithmetic keeps it non-affine; it is accepted
     only where the value is a hint (nc_matmul tile_position); as an index or mask it is NL-E807."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, variables: frozenset = frozenset()):
         self.text = text
+        self.variables = variables
 
     def _op(self, *_):
         return self
@@ -311,8 +318,16 @@ class NonAffine:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __mod__ = _op
 
     def _fail(self, *_):
-        raise _err("bad_index", f"{self.text}: the remainder of a symbolic index is not affine",
-                   "use an extra loop level or nl.mgrid over the split axes")
+        """Used as an index or a value: the loops of its variables are traced unrolled (where every for
+        loop is a Python loop, `i % 2` is an int: the double-buffered tutorials), else NL-E807."""
+        error = _err("bad_index", f"{self.text}: the remainder of a symbolic index is not affine",
+                     "use an extra loop level or nl.mgrid over the split axes")
+        tr = active()
+        if tr is not None and self.variables and not any(v.startswith(("@", "pid")) for v in self.variables):
+            locs = tr.open_loop_locs(self.variables)
+            if locs and not locs <= tr.unroll_locs:
+                raise UnrollRequest(locs, error)
+        raise error
 
     __index__ = __int__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _fail
 

@@ -27,7 +27,7 @@ from ..loc import capture_loc
 from ..core import ir
 from ..core.affine import Affine, axis_var
 from ..core import dtypes as D
-from .index import DynSlice, Index, as_index
+from .index import DynSlice, Index, NonAffine, as_index
 from . import indirect
 from .memory import SPACE_OBJECTS, new_buffer
 from .opnames import UFUNC_OPS
@@ -131,17 +131,33 @@ class Tile:
         _op("assign")(self[key], value)
 
     def reshape(self, *dims, shape=None) -> "Tile":
-        """t.reshape(a, b), t.reshape((a, b)) or t.reshape(shape=(a, b)) (the legacy samples' spelling)."""
-        if shape is not None:
-            if dims:
-                raise _err("argument", "reshape takes the new shape once: positionally or as shape=, not both")
-            dims = (shape,)
-        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        return _op("reshape")(self, tuple(dims))
+        """t.reshape(a, b), t.reshape((a, b)) or t.reshape(shape=(a, b)) (the legacy samples' spelling);
+        a whole HBM tensor, or any view whose merged dims are contiguous (lang/views_merge.py)."""
+        return _op("view_reshape")(self, *dims, shape=shape)
 
     def view(self, dtype) -> "Tile":
-        """t.view(dtype): the same storage reinterpreted as dtype (an HBM tensor; ops_memory.view)."""
-        return _op("view")(self, dtype)
+        """t.view(dtype): the same storage reinterpreted as dtype (HBM; lang/views_merge.py)."""
+        return _op("view_dtype")(self, dtype)
+
+    # ---- the current dialect's view primitives (NkiTensor; lang/views.py, lang/views_merge.py)
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        return _op("view_ap")(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
+    def slice(self, dim, start, end, step=1): return _op("view_slice")(self, dim, start, end, step)
+    def select(self, dim, index): return _op("view_select")(self, dim, index)
+    def vector_select(self, dim, vector_offset): return _op("view_vector_select")(self, dim, vector_offset)
+    def is_indirect(self): return _op("view_is_indirect")(self)
+    def get_pattern(self): return _op("view_get_pattern")(self)
+    def is_contiguous(self): return _op("view_is_contiguous")(self)
+    def expand_dim(self, dim): return _op("view_expand_dim")(self, dim)
+    def squeeze_dim(self, dim): return _op("view_squeeze_dim")(self, dim)
+    def permute(self, dims): return _op("view_permute")(self, dims)
+    def broadcast(self, dim, size): return _op("view_broadcast")(self, dim, size)
+    def reshape_dim(self, dim, shape): return _op("view_reshape_dim")(self, dim, shape)
+    def flatten_dims(self, start_dim, end_dim): return _op("view_flatten_dims")(self, start_dim, end_dim)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        return _op("view_rearrange")(self, src_pattern, dst_pattern, fixed_sizes)
 
     def broadcast_to(self, shape) -> "Tile":
         return _op("broadcast_to")(self, shape)
@@ -487,6 +503,8 @@ def _slice_expr(k: slice, size: int, axis: int, new_shape: list) -> Affine:
 
 def _point_expr(k, size: int) -> Affine:
     """The source index of an integer or scalar index expression (the dimension is dropped)."""
+    if isinstance(k, NonAffine):
+        k._fail()                  # `t[:, i % 2]`: unroll i's loop, else NL-E807
     ix = _as_index_or_none(k)
     if ix is None:
         if isinstance(k, Tile):

@@ -16,6 +16,7 @@ from ..loc import Loc, capture_loc
 from ..core import ir
 from ..core.affine import Affine
 from ..core.targets import TARGETS, Target
+from .flat_storage import flatten_buffers
 from .source import loop_target
 
 _CURRENT: contextvars.ContextVar["Tracer | None"] = contextvars.ContextVar("nki_lite_tracer", default=None)
@@ -57,6 +58,7 @@ class Tracer:
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
         self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
+        self.flat_buffers: set[str] = set()           # on-chip buffers stored [P, free size] (lang/flat_storage.py)
         self._token = None
 
     @property
@@ -173,8 +175,9 @@ class Tracer:
             self._raise_oversize(None)
         if len(self.stack) != 1:
             raise errors.make("bad_loop", "kernel returned from inside a loop", loc=loc)
-        return ir.Kernel(self.name, tuple(self.params), outputs, tuple(self.buffers.values()),
-                         tuple(self.stack[0].nodes), self.grid, self.target, return_kind, loc,
+        buffers, body = flatten_buffers(self.buffers, tuple(self.stack[0].nodes), self.flat_buffers)
+        return ir.Kernel(self.name, tuple(self.params), outputs, tuple(buffers.values()),
+                         body, self.grid, self.target, return_kind, loc,
                          tuple(self.consts.items()))
 
 

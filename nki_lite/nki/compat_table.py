@@ -54,10 +54,12 @@ def classify(name: str) -> tuple[str, str]:
     if name.startswith(TENSOR):
         method = name[len(TENSOR):]
         if not hasattr(_bridge.Tile, method):
-            return "not supported", "tensor view method (needs IR work, issue #11)"
+            return "not supported", "tensor method not built (docs/nki_dialect.md, tensor views)"
         have = _params(getattr(_bridge.Tile, method)) or set()
         missing = [p for p in ref_params if p not in have and not p.startswith("*")]
-        return ("partial", "missing: " + ", ".join(missing)) if missing else ("supported", "")
+        notes = (["missing: " + ", ".join(missing)] if missing else []) + [
+            f"{param}: {what}" for param, what in getattr(getattr(_bridge.Tile, method), "__nki_partial__", {}).items()]
+        return ("partial", "; ".join(notes)) if notes else ("supported", "")
     module, short = name.rsplit(".", 1)
     obj = getattr(importlib.import_module(MODULES[module]), short, None)
     if obj is None or is_not_built(obj):

@@ -11,17 +11,10 @@ import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite.lower.llvm.target import jit_supported
 
-from .test_jit_differential import run_both
+from .test_jit_differential import _jit_env, run_both  # noqa: F401  (_jit_env: autouse, debug fill, no disk cache)
 
 pytestmark = pytest.mark.skipif(not jit_supported(), reason="no LLVM JIT on this host")
 F32 = np.float32
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "0")
-    monkeypatch.setenv("NKI_LITE_DEBUG", "1")
-    monkeypatch.setenv("NKI_LITE_JIT_OPT", "0")
 
 
 @nki.jit

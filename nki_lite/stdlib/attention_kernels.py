@@ -9,11 +9,17 @@ else per use. Query tiles of 128 rows go in lockstep groups of 4; block 0 is unr
 blocks that no row masks run in one sequential loop, causal diagonal blocks and the ragged last
 block are unrolled. Per 128-row query tile (Q transposed to [d, 128], the stationary operand):
   S = Q Kᵀ for one 512-key block               Tensor Engine, fp32 PSUM (one bank)
-  m_new = max(m, rowmax(S))                     Vector Engine
-  P = exp(scale*S - scale*m_new), rowsum(P)     Scalar Engine, one activation instruction
-  O = O * exp(scale*(m - m_new)) + P V          P transposed 128 keys at a time on the Tensor Engine
-  l = l * exp(scale*(m - m_new)) + rowsum(P)
-and finally O / l. The first key block initialises m, l and O (no -inf arithmetic). Causal masking
+  neg = -scale * max(m, rowmax(S))              Vector Engine (one tensor_scalar after the reduce)
+  P = exp(scale*S + neg), rowsum(P)             Scalar Engine, one activation instruction
+  O = O * exp(scale*m + neg) + P V              P transposed on the Tensor Engine, four 128-key
+                                                transposes into one PSUM bank, one copy to SBUF
+  l = l * exp(scale*m + neg) + rowsum(P)        (O and l: one scalar_tensor_tensor each)
+  m = max(m, rowmax(S))
+and finally O / l. Instruction order within a group (what in-order engines see): the score matmuls
+of every tile, then each tile's softmax step in turn (tile 0's exponentials run while the Vector
+Engine reduces tile 1), then every transpose, then the copies and P V matmuls, then the updates —
+no Tensor -> Scalar -> Tensor chain per 128 keys (trn2 model: Tensor Engine 25% -> 50% active at
+S=4096, d=128, bf16; tests/test_attention_schedule.py pins the order). The first key block initialises m, l and O (no -inf arithmetic). Causal masking
 is top-left aligned (key j attends to query i when j <= i, as torch's `is_causal`): key blocks
 entirely above the diagonal are skipped, the diagonal blocks masked with affine_select (-inf).
 Ragged Sq is masked; a ragged last key block is its own narrower block.
@@ -107,6 +113,34 @@ def _scores(r, kv, blk, masked):
     return s
 
 
+def _pv_group(ps, kv, blk, d, pv_dtype):
+    """P V for every tile of a group. A full block's four transposes go into one PSUM bank per tile, copied to SBUF in one instruction.
+    Phase by phase over the group, so that the Tensor Engine runs its transposes back to back while
+    the activations finish, instead of a transpose -> copy -> matmul chain per 128 keys (which made
+    every sub-tile wait on two cross-engine hops). A ragged block goes sub-tile by sub-tile.
+    Returns P V per tile (fp32 PSUM)."""
+    _, w = _block_keys(kv, blk)
+    if w != KB:
+        return [_pv(p, kv, blk, d, pv_dtype) for p in ps]
+    subs = range(KB // QT)
+
+    def transposed(p):
+        tp = nl.ndarray((QT, KB), dtype=p.dtype, buffer=nl.psum)
+        for s in subs:
+            tp[:, s * QT:(s + 1) * QT] = nisa.nc_transpose(p[:, s * QT:(s + 1) * QT], engine=nisa.tensor_engine)
+        return tp
+
+    def pv(tp):
+        pt = nl.copy(tp, dtype=pv_dtype)
+        acc = nl.zeros((QT, d), nl.float32, buffer=nl.psum)
+        for s in subs:
+            acc += nisa.nc_matmul(pt[:, s * QT:(s + 1) * QT], kv.v_rows(blk, s))
+        return acc
+
+    tps = [transposed(p) for p in ps]
+    return [pv(tp) for tp in tps]
+
+
 def _pv(p, kv, blk, d, pv_dtype):
     """P [QT, w] @ V[block] -> [QT, d] fp32 in PSUM, P transposed 128 keys at a time."""
     _, w = _block_keys(kv, blk)
@@ -132,33 +166,43 @@ class _Rows:
         self.o = nl.ndarray((QT, d), dtype=nl.float32)
 
 
-def _fold_block(rows, kv, blk, first, masked, scale, d, pv_dtype):
-    """One key block for every tile of a group, phase by phase (module docstring): the first block
-    initialises m, l and O; later ones rescale them by exp(scale * (m_old - m_new))."""
-    scores = [_scores(r, kv, blk, masked) for r in rows]
-    bmax = [nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=r.valid) for r, s in zip(rows, scores)]
+def _tile_softmax(r, s, first, scale):
+    """One tile's online-softmax step for a key block: block max, running max, P = exp(scale*S -
+    scale*m_new) and its row sum; later blocks also exp(scale * (m_old - m_new)). Returns
+    (P, alpha, row sum, block max); the first block writes m and l directly (alpha None)."""
+    bm = nisa.tensor_reduce(np.max, s, axis=1, keepdims=True, mask=r.valid)
     if first:
-        negs = []
-        for r, bm in zip(rows, bmax):
-            r.m[...] = nl.copy(bm, mask=r.valid)
-            negs.append(nl.multiply(r.m, -scale, mask=r.valid))
-        ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=r.l,
-                              mask=r.valid) for r, s, neg in zip(rows, scores, negs)]
-        for r, pv in zip(rows, [_pv(p, kv, blk, d, pv_dtype) for p in ps]):
+        r.m[...] = nl.copy(bm, mask=r.valid)
+        neg = nl.multiply(r.m, -scale, mask=r.valid)
+        p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=r.l, mask=r.valid)
+        return p, None, None, None
+    # -scale * max(m_old, bm) in one instruction; m itself is updated after the P V phase
+    neg = nisa.tensor_scalar(bm, nl.maximum, r.m, reverse0=True, op1=nl.multiply, operand1=-scale, mask=r.valid)
+    alpha = nisa.activation(op=nl.exp, data=r.m, scale=scale, bias=neg, mask=r.valid)
+    part = nl.ndarray((QT, 1), dtype=nl.float32)
+    p = nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part, mask=r.valid)
+    return p, alpha, part, bm
+
+
+def _fold_block(rows, kv, blk, first, masked, scale, d, pv_dtype):
+    """One key block for every tile of a group (module docstring): scores for every tile, then each
+    tile's softmax step in turn (so tile 0's exponentials start while the Vector Engine reduces tile
+    1), then P V phase by phase; the first block initialises m, l and O, later ones rescale them by
+    exp(scale * (m_old - m_new))."""
+    scores = [_scores(r, kv, blk, masked) for r in rows]
+    steps = [_tile_softmax(r, s, first, scale) for r, s in zip(rows, scores)]
+    pvs = _pv_group([st[0] for st in steps], kv, blk, d, pv_dtype)
+    for r, (_, alpha, part, bm), pv in zip(rows, steps, pvs):
+        if first:
             r.o[...] = nl.copy(pv, mask=r.valid)
-        return
-    m_new = [nl.maximum(r.m, bm, mask=r.valid) for r, bm in zip(rows, bmax)]
-    negs = [nl.multiply(mn, -scale, mask=r.valid) for r, mn in zip(rows, m_new)]
-    alphas = [nisa.activation(op=nl.exp, data=r.m, scale=scale, bias=neg, mask=r.valid)
-              for r, neg in zip(rows, negs)]                      # exp(scale * (m_old - m_new))
-    parts = [nl.ndarray((QT, 1), dtype=nl.float32) for _ in rows]
-    ps = [nisa.activation(op=nl.exp, data=s, scale=scale, bias=neg, reduce_op=nl.add, reduce_res=part,
-                          mask=r.valid) for r, s, neg, part in zip(rows, scores, negs, parts)]
-    pvs = [_pv(p, kv, blk, d, pv_dtype) for p in ps]
-    for r, alpha, part, pv, mn in zip(rows, alphas, parts, pvs, m_new):
-        r.l[...] = nl.add(nl.multiply(r.l, alpha, mask=r.valid), part, mask=r.valid)
-        r.o[...] = nl.add(nl.multiply(r.o, alpha, mask=r.valid), pv, mask=r.valid)
-        r.m[...] = nl.copy(mn, mask=r.valid)
+            continue
+        # l * alpha + part and O * alpha + P V, each one instruction (the product rounded to fp32
+        # before the add, as two instructions would)
+        r.l[...] = nisa.scalar_tensor_tensor(data=r.l, op0=nl.multiply, operand0=alpha, op1=nl.add, operand1=part,
+                                             mask=r.valid)
+        r.o[...] = nisa.scalar_tensor_tensor(data=r.o, op0=nl.multiply, operand0=alpha, op1=nl.add, operand1=pv,
+                                             mask=r.valid)
+        r.m[...] = nl.maximum(r.m, bm, mask=r.valid)
 
 
 def _plan_blocks(kv, lo_row, hi_row, causal):

@@ -11,6 +11,7 @@ byte size (unrolled kernels repeat tile shapes); HBM scratch and untracked tiles
 own. Parallel execution is unaffected: a tile written by parallel programs or region iterations is
 allocated inside them (lower/parallel.py), so its range lies inside the parallel loop and its bytes
 are in the running thread's own arena; a shared tile they read is live across the whole loop.
+A row-private tile of a row-major body (row_private.py) takes the bytes of one partition row.
 The layout is a pure function of the kernel, so the generated text stays a cache key.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...core import ir
 from ..analysis.liveness import live_ranges
 from ..analysis.dependence import program_space
 from .parts import split
+from .row_private import destinations, row_private
 
 
 def _align(n: int, a: int = 64) -> int:
@@ -39,6 +41,9 @@ def _units(em):
             return [u for part in parts for u in of(part)]
         P, items = em.schedule(nodes)
         if P is not None:
+            private = row_private(em, nodes)               # one row of storage each (row_private.py)
+            em.row_private.update(private)
+            em.placed.update(destinations(em, nodes, private))
             return [list(nodes)]
         return [it if isinstance(it, (ir.Loop, list)) else [it] for it in items]
 
@@ -53,8 +58,8 @@ def _units(em):
 def layout(em) -> tuple[dict[str, int], int]:
     kernel = em.k
     roots = [b for b in kernel.buffers if b.base is None and b.name not in em.arg_buffers]
-    size = {b.name: _align(b.size * D.itemsize(b.dtype)) for b in roots}
-    ranges = live_ranges(kernel, _units(em)).ranges
+    ranges = live_ranges(kernel, _units(em)).ranges         # (also finds the row-private tiles)
+    size = {b.name: _align(em.stored_elements(b.name) * D.itemsize(b.dtype)) for b in roots}
     offsets: dict[str, int] = {}
     top = 0
     for b in roots:

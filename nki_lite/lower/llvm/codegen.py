@@ -43,7 +43,9 @@ from .matmul_chain import Chain, group as matmul_chains
 from .matmul_chain import emit as emit_chain
 from .irbuilder import FnBuilder, f32, f32_bits
 from .parts import emit_call, split
+from .row_private import loop_extents, touch_counts
 from .rowmajor import row_local
+from ..analysis.accesses import roots_with_views
 
 from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
                   STATUS_PRIVATE_ARENA, STATUS_PROG_HI, STATUS_PROG_LO, STATUS_REGION_ARENA, STATUS_REGION_ARGS,
@@ -102,6 +104,10 @@ class Emitter:
         self.reads = read_counts(kernel)
         self.arg_index = {name: k for k, name in enumerate(self.arg_buffers)}
         self.part_weights: dict = {}
+        self.touches, self.viewed_roots = touch_counts(kernel), roots_with_views(kernel)
+        self.row_private: dict[str, int] = {}    # root -> partition dim, stored as one row (row_private.py)
+        self.placed: dict[str, ir.Access] = {}   # row-private tile -> the HBM store destination holding it
+        self.extents = loop_extents(kernel)
         self.offsets, off = layout(self)      # tiles with disjoint live ranges share bytes (arena.py)
         self.scratch_offset = off
         instrs = [i for i, _ in ir.walk(kernel.body)]
@@ -222,15 +228,25 @@ class Emitter:
         return val
 
     def flat_index(self, acc: ir.Access) -> Affine:
+        acc = self.placed.get(acc.buffer, acc)         # a tile held in its store's destination row
         shape = self.bufs[acc.buffer].shape
+        skip = self.row_private.get(acc.buffer)        # stored as one partition row: no partition term
         off, stride = Affine(0), 1
         for d in reversed(range(len(shape))):
-            off = off + acc.index[d].scale(stride)
-            stride *= shape[d]
+            if d != skip:
+                off = off + acc.index[d].scale(stride)
+                stride *= shape[d]
         return off
+
+    def stored_elements(self, name: str) -> int:
+        """Elements of storage a root buffer takes (one partition row for a row-private tile)."""
+        b = self.bufs[name]
+        dim = self.row_private.get(name)
+        return b.size if dim is None else b.size // b.shape[dim]
 
     def elem_ptr(self, acc: ir.Access, env: dict) -> str:
         off = self.affine(self.flat_index(acc), env)
+        acc = self.placed.get(acc.buffer, acc)
         return self.b.op(f"getelementptr inbounds {self.storage(acc.buffer)}, ptr {self.base_ptr(acc.buffer)}, i64 {off}")
 
     def scratch_ptr(self, byte_offset: int = 0) -> str:
@@ -452,11 +468,14 @@ class Emitter:
         if P is not None:
             # every instruction works on its own partition row: run the whole body row by row, so a
             # row's intermediates stay in cache (same per-element computations, same bits)
-            allocs = [n for n in nodes if isinstance(n, ir.Instr) and n.op == "alloc"]
-            for a in allocs:
-                OPS["alloc"].rules["llvm"](self, a, ctx)
+            # (a row-private tile's debug fill runs at each row: row_private.py)
+            def per_row(n) -> bool:
+                return not (isinstance(n, ir.Instr) and n.op == "alloc") or n.out.buffer in self.row_private
+            for a in nodes:
+                if not per_row(a):
+                    OPS["alloc"].rules["llvm"](self, a, ctx)
             with self.b.loop(P, "row") as r, self.context(row=r):
-                self.run_nodes([n for n in nodes if not (isinstance(n, ir.Instr) and n.op == "alloc")], ctx)
+                self.run_nodes([n for n in nodes if per_row(n)], ctx)
             return
         for n in items:
             if isinstance(n, Chain):

@@ -365,7 +365,10 @@ def _copy_back(em, instr, ctx, flat, ty: str, item: int) -> None:
     """Second phase of an aliased elementwise instruction: the scratch copy into the destination."""
     B = em.b
     dst = instr.outs[0]
-    with em.elements(dst.shape, ctx.env) as env:
+    # partition by partition through em.partitions: inside a row-major body only the current row
+    # (a row-private destination has the storage of one row: row_private.py)
+    with em.partitions((dst.shape or (1,))[0], "p2") as p, \
+            em.elements(dst.shape, {**ctx.env, axis_var(0): p}, start=1) as env:
         live = em.mask_value(instr.mask, env)
         with (B.if_(live, "m2") if live is not None else contextlib.nullcontext()):
             off = em.affine(flat, env)

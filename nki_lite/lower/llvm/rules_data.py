@@ -42,11 +42,15 @@ def _alloc(em, instr, ctx):
     buf = em.bufs[instr.out.buffer]
     ty = em.storage(buf.name)
     val = uninit_bits(buf.dtype)
-    base = em.base_ptr(buf.name)
+    base, n = em.base_ptr(buf.name), em.stored_elements(buf.name)
+    if buf.name in em.placed:        # held in its store's destination row (row_private.py): fill that row
+        base = em.elem_ptr(ir.Access.full(buf), {**ctx.env, **{axis_var(k): "0" for k in range(len(buf.shape))},
+                                                 axis_var(0): em.row})
+        n = buf.size // buf.shape[0]
     # one shared fill function per storage type: a kernel with thousands of tiles would otherwise
     # give LLVM thousands of fill loops to optimise
     fn = em.use(_fill_function(ty, D.itemsize(buf.dtype)))
-    em.b.emit(f"call void @{fn}(ptr {base}, i64 {buf.size}, {ty} {val})")
+    em.b.emit(f"call void @{fn}(ptr {base}, i64 {n}, {ty} {val})")
 
 
 def _fill_function(ty: str, align: int) -> tuple[str, str]:

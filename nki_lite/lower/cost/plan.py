@@ -22,6 +22,7 @@ from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
 from ...core.ops import accumulates, dynamic_access, is_dma, reads as op_reads
 from .engines import balance as balance_engines
+from .hoist import hoist as hoist_loads
 from .rules import Cost, CostCtx, cost_of
 
 
@@ -65,6 +66,7 @@ class InstrInfo:
     loc: str = ""
     shape: str = ""
     label: str = ""
+    hoist: object = None      # hoist.Hoist: executions served by a hoisted copy (loop-invariant load)
 
 
 @dataclass
@@ -110,12 +112,14 @@ class Plan:
                 self.written.add(self.root[o.buffer])
         self.alloc = self._alloc_plan()
         self.info: dict[int, InstrInfo] = {}
+        self.hoist_breaks: dict = {}        # loop var -> values where hoisting changes the body (hoist.py)
         instrs = list(walk(self.body))
         for ins, loops in instrs:
             self.info[id(ins)] = self._info(ins)
         self._fold_masked_matmuls(self.body)
         self._fold_memsets(self.body)
         balance_engines(self)
+        hoist_loads(self)
 
     # ---- structure
     @staticmethod

@@ -220,6 +220,11 @@ class Simulator(Periodic):
             ready = self._ready(inf, "tensor", boxes_r, boxes_w)
             self._record(inf, "tensor", ready, boxes_r, boxes_w)
             return
+        if inf.hoist is not None and inf.hoist.skipped(env):
+            # a hoisted loop-invariant load (hoist.py): the data is already in SBUF
+            ready = self._ready(inf, "none", boxes_r, boxes_w)
+            self._record(inf, "none", ready, boxes_r, boxes_w)
+            return
         c = plan.cost(inf, env)
         eng = c.engine
         ready = self._ready(inf, eng, boxes_r, boxes_w)

@@ -69,7 +69,7 @@ class Periodic:
         vals = self._qsnap()
         layout = []
         prev = None
-        for q in self.qidx:                 # the queues' remembered history (gap filling depends on it)
+        for q in self.lanes:                # the lanes' remembered history (gap filling depends on it)
             iv = self.qbusy[q]
             if prev is not None and iv == self.qbusy[prev[0]]:
                 vals.append(-1.0)           # same history as the previous queue
@@ -300,6 +300,7 @@ class Periodic:
             self.qfloor[q] += Q * max(0.0, float(np.max(dfull[off:off + 2 * n]))) if n else 0.0
         for k, st in enumerate(TRIGGER_STREAMS):
             self.streams[st] += Q * max(0.0, dres[nr + nq + k])
+
         # per-phase increments of every record created in the window
         phase_delta = {}
         for i in range(j - p + 1, j + 1):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+from . import validation_docs as _docs
+
 SOURCE = ("zhang677/AccelOpt experiments/full_complete_local/profile_results.csv "
           "(arXiv 2511.15915; trn1.32xlarge, one NeuronCore, fp32, 2025 SDK, mean of 10 neuron-profile runs)")
 
@@ -232,49 +234,57 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
 
 
-def stats(estimated: dict | None = None) -> dict:
-    """Validation figures over every case with an estimate."""
+def stats(estimated: dict | None = None, doc_estimated: dict | None = None) -> dict:
+    """Validation figures over every case with an estimate: the NKIBench kernels and, with the
+    recorded estimates (both arguments None) or an explicit `doc_estimated`, the published DMA
+    transfer figures (validation_docs)."""
     est = ESTIMATED if estimated is None else estimated
+    docs = _docs.ratios(None if estimated is None else (doc_estimated or {}))
     cases = [c for c in MEASURED if c in est]
-    if not cases:
+    if not cases and not docs:
         return {"cases": 0}
-    rs = [est[c]["latency_ms"] / MEASURED[c]["latency_ms"] for c in cases]
+    meas = [MEASURED[c]["latency_ms"] * 1e6 for c in cases] + [_docs.CASES[c]["measured_ns"] for c in docs]
+    rs = [est[c]["latency_ms"] / MEASURED[c]["latency_ms"] for c in cases] + list(docs.values())
     errs = [abs(r - 1.0) for r in rs]
+    n = len(rs)
     return {
-        "cases": len(cases),
+        "cases": n,
+        "kernels": len(cases),
         "median_abs_error": _median(errs),
-        "within_30": sum(e <= WITHIN for e in errs) / len(cases),
+        "within_30": sum(e <= WITHIN for e in errs) / n,
         "max_ratio": max(max(r, 1.0 / r) for r in rs),
-        "spearman": spearman([MEASURED[c]["latency_ms"] for c in cases], [est[c]["latency_ms"] for c in cases]),
+        "spearman": spearman(meas, [m * r for m, r in zip(meas, rs)]),
         # the band that holds 80% of the cases: the uncertainty quoted next to estimates
-        "p80_abs_log_error": sorted(abs(math.log(r)) for r in rs)[max(0, math.ceil(0.8 * len(rs)) - 1)],
+        "p80_abs_log_error": sorted(abs(math.log(r)) for r in rs)[max(0, math.ceil(0.8 * n) - 1)],
     }
 
 
-def uncertainty(estimated: dict | None = None) -> tuple[float, float, int]:
+def uncertainty(estimated: dict | None = None, doc_estimated: dict | None = None) -> tuple[float, float, int]:
     """(low factor, high factor, cases): 80% of the validation cases' measured times lie within
     [estimate x low, estimate x high] (symmetric in log space)."""
-    s = stats(estimated)
+    s = stats(estimated, doc_estimated)
     if not s["cases"]:
         return (float("nan"), float("nan"), 0)
     f = math.exp(s["p80_abs_log_error"])
     return (1.0 / f, f, s["cases"])
 
 
-def uncertainty_text(estimated: dict | None = None) -> str:
-    lo, hi, n = uncertainty(estimated)
+def uncertainty_text(estimated: dict | None = None, doc_estimated: dict | None = None) -> str:
+    lo, hi, n = uncertainty(estimated, doc_estimated)
     if not n:
         return "unvalidated"
-    return f"-{(1 - lo) * 100:.0f}%/+{(hi - 1) * 100:.0f}% (80% of {n} validated kernels, trn1)"
+    return f"-{(1 - lo) * 100:.0f}%/+{(hi - 1) * 100:.0f}% (80% of {n} validated cases, trn1/trn2)"
 
 
 def _pair(m, e, fmt="{:.1f}") -> str:
     return f"{fmt.format(m)} / {fmt.format(e)}" if m is not None and e is not None else "-"
 
 
-def render(estimated: dict | None = None) -> str:
-    """The validation table in Markdown (docs/engine_model.md, generated; tests pin it)."""
+def render(estimated: dict | None = None, doc_estimated: dict | None = None) -> str:
+    """The validation tables in Markdown (docs/engine_model.md, generated; tests pin it): the
+    NKIBench kernels, then the DMA figures (recorded ones when `estimated` is None)."""
     est = ESTIMATED if estimated is None else estimated
+    docs = _docs.ESTIMATED if estimated is None else doc_estimated
     lines = ["| case | measured ms | estimated ms | ratio | HBM GB meas / est | HFU % meas / est | "
              "Vector % meas / est | Scalar % meas / est | GpSimd % meas / est | within ±30% |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
@@ -289,9 +299,13 @@ def render(estimated: dict | None = None) -> str:
                      f"{_pair(m['hbm_bytes'] / 1e9, e['hbm_bytes'] / 1e9, '{:.3f}')} | "
                      f"{_pair(m['hfu_percent'], e['hfu_percent'])} | {' | '.join(act)} | "
                      f"{'yes' if abs(r - 1) <= WITHIN else 'NO'} |")
-    s = stats(est)
+    if docs is not None:
+        lines += ["", "Published DMA transfer figures (validation_docs.py; per-transfer time of one DMA engine):",
+                  "", _docs.render(docs, WITHIN)]
+    s = stats(estimated, docs)
     if s["cases"]:
-        lines += ["", f"{s['cases']} cases: median |error| {s['median_abs_error'] * 100:.1f}%, "
+        lines += ["", f"{s['cases']} cases ({s['kernels']} kernels, {s['cases'] - s['kernels']} DMA figures) "
+                  f"together: median |error| {s['median_abs_error'] * 100:.1f}%, "
                   f"{s['within_30'] * 100:.0f}% within ±30%, max ratio {s['max_ratio']:.2f}x, "
-                  f"Spearman {s['spearman']:.3f}; uncertainty quoted with estimates: {uncertainty_text(est)}."]
+                  f"Spearman {s['spearman']:.3f}; uncertainty quoted with estimates: {uncertainty_text(estimated, docs)}."]
     return "\n".join(lines)

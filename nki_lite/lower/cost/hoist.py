@@ -20,10 +20,11 @@ ran; the 2024 matmul tutorial's tiled kernel (SDK 2.20) suggests that compiler d
 outlier set, docs/engine_model.md).
 
 Used by schedule.Simulator.instr (a skipped execution is a zero-time write at its ready time) and
-totals.totals (bytes and counts of the performed executions only). `plan.hoist_breaks[var]` lists
-the loop values where a loop's behaviour changes because of hoisting (iteration 1 of an independent
-loop; where the hoisted prefix ends in a dependent loop): the steady-state extrapolation
-(periodic.py) never skips across them.
+totals.totals (bytes and counts of the performed executions only). `plan.hoist_breaks[var]` holds
+(value, condition) pairs: the loop values where a loop's behaviour changes because of hoisting
+(iteration 1 of an independent loop; where the hoisted prefix ends in a dependent loop, while the
+outer loops' values in `condition` hold): the steady-state extrapolation (periodic.py) never skips
+across them.
 """
 from __future__ import annotations
 
@@ -121,11 +122,13 @@ def hoist(plan) -> int:
             strides.append((l.var, s))
             s *= l.trip
         for v in (l.var for l in indep):          # iteration 0 loads, the others do not
-            plan.hoist_breaks.setdefault(v, set()).add(1)
-        if cap < distinct:                           # where the hoisted prefix ends, per dependent loop
+            plan.hoist_breaks.setdefault(v, set()).add((1, ()))
+        if cap < distinct:          # where the hoisted prefix ends: digit q of each dependent loop,
+            cond = ()               # which matters only while the outer dependent loops sit on theirs
             for l, (_, st) in zip(dep, reversed(strides)):
                 q = (cap // st) % l.trip
-                plan.hoist_breaks.setdefault(l.var, set()).update((q, q + 1))
+                plan.hoist_breaks.setdefault(l.var, set()).update(((q, cond), (q + 1, cond)))
+                cond = cond + ((l.var, q),)
         plan.info[id(ins)].hoist = Hoist(tuple(l.var for l in indep), tuple(reversed(strides)), cap,
                                          distinct, math.prod(l.trip for l in indep))
         found += 1

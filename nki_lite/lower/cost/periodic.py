@@ -124,7 +124,7 @@ class Periodic:
                     forced = p is not None
             if p is not None:
                 Q = (T - 1 - j) // p
-                Q = self._break_chunks(var, p, Q, j, jj, W)
+                Q = self._break_chunks(var, env, p, Q, j, jj, W)
                 if Q > 0 and not forced:
                     Q = self._safe_chunks(loop, env, p, Q, j, serial0)
                     Q = min(Q, self._queue_safe_chunks(snaps[jj] - snaps[jj - p]))
@@ -136,10 +136,12 @@ class Periodic:
             j += 1
         env.pop(var, None)
 
-    def _break_chunks(self, var, p, Q, j, jj, W) -> int:
+    def _break_chunks(self, var, env, p, Q, j, jj, W) -> int:
         """Largest Q' <= Q whose skipped iterations j+1 .. j+Q'p, and the sampled window before them,
         cross no value where the body's behaviour changes (plan.hoist_breaks: hoisted loads)."""
-        for b in self.plan.hoist_breaks.get(var, ()):
+        for b, cond in self.plan.hoist_breaks.get(var, ()):
+            if any(env.get(v) != q for v, q in cond):
+                continue
             lo = j - min(jj, max(W, p) + (MIN_SAMPLES - 1) * p) + 1     # first sampled iteration
             if lo < b <= j:
                 return 0

@@ -98,7 +98,7 @@ def _affine_box(exprs, shape):
 class Plan:
     """Everything about a kernel the schedule needs, computed once."""
 
-    def __init__(self, kernel: Kernel, target: Target):
+    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True):
         self.kernel = kernel
         self.target = target
         self.bufs = kernel.buffer_map
@@ -119,7 +119,8 @@ class Plan:
         self._fold_masked_matmuls(self.body)
         self._fold_memsets(self.body)
         balance_engines(self)
-        hoist_loads(self)
+        if hoist:                           # (False: every load as written, for traffic analyses)
+            hoist_loads(self)
 
     # ---- structure
     @staticmethod

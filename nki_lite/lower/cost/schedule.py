@@ -299,7 +299,10 @@ class Simulator(Periodic):
     def _fit(self, q: int, ready: float, d: float) -> float:
         """Earliest start >= ready of a gap of length d on queue q."""
         cand = max(ready, self.qfloor[q])
-        for s, e in self.qbusy[q]:
+        iv = self.qbusy[q]
+        if not iv or iv[-1][1] <= cand:               # after everything remembered
+            return cand
+        for s, e in iv:
             if e <= cand:
                 continue
             if s >= cand + d:
@@ -339,9 +342,17 @@ class Simulator(Periodic):
         all but the last QUEUE_HISTORY (older time counts as busy)."""
         iv = self.qbusy[q]
         if not iv or s >= iv[-1][0]:
-            iv.append((s, e))
+            if iv and iv[-1][1] == s:              # back to back: one busy interval (no gap to fill)
+                iv[-1] = (iv[-1][0], e)
+            else:
+                iv.append((s, e))
         else:
-            bisect.insort(iv, (s, e))
+            i = bisect.bisect(iv, (s, e))
+            iv.insert(i, (s, e))
+            if i + 1 < len(iv) and iv[i + 1][0] == e:
+                iv[i:i + 2] = [(s, iv[i + 1][1])]
+            if i and iv[i - 1][1] == s:
+                iv[i - 1:i + 1] = [(iv[i - 1][0], iv[i][1])]
         k = 0
         if q == self.lane[eng]:
             horizon = self.free[eng] - self.window

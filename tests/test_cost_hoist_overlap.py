@@ -5,6 +5,8 @@
   prefix is hoisted; loads whose destination is rewritten, or whose source the kernel writes, stay.
 - Compute engines fill idle gaps with later independent instructions (schedule.py): one tile's
   Vector -> Scalar -> Vector chain overlaps the next tile's.
+- A PSUM memset(0) whose next access is a matmul into that buffer costs nothing, also when the
+  matmul overwrites (plan._fold_memsets; NKIBench bmm's zeroed PSUM block tensors).
 """
 import numpy as np
 import pytest
@@ -117,3 +119,27 @@ def test_independent_chains_interleave_on_an_engine():
     # the second tile's multiply runs before the first tile's add (it fills the wait for ScalarE;
     # in program order it would wait behind that add)
     assert first[1] < second[0]
+
+
+@nki.jit
+def blocks_zeroed_then_written(a, b):
+    """A PSUM block tensor zeroed up front (as NKIBench's bmm does with lazy_initialization), each
+    block then written by one overwriting matmul: the zeroing is never observed."""
+    out = nl.ndarray((4 * 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((4, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    bt = nl.load(b)
+    for i in nl.affine_range(4):
+        at = nl.load(a[:, i * 128:(i + 1) * 128])
+        acc[i] = nisa.nc_matmul(at, bt)
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.copy(acc[i]))
+    return out
+
+
+def test_psum_zeroing_before_an_overwriting_matmul_costs_nothing():
+    e = nki.estimate(blocks_zeroed_then_written, nt.tensor[[128, 512], F32], nt.tensor[[128, 512], F32],
+                     target="trn1")
+    memsets = [inf for inf in e.plan.info.values() if inf.instr.op == "memset"]
+    mms = [inf.instr for inf in e.plan.info.values() if inf.instr.op == "nc_matmul"]
+    assert memsets and all(inf.folded for inf in memsets)
+    assert mms and not any(m.attr("accumulate") for m in mms)
+    assert not any(ev.name == "memset" for ev in e.events)

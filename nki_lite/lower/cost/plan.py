@@ -247,7 +247,9 @@ class Plan:
             self.info[id(ins)].folded = True
 
     def _fold_memsets(self, nodes):
-        """PSUM memset(0) followed (as the next access to that buffer) by an accumulating matmul."""
+        """PSUM memset(0) followed (as the next access to that buffer) by a matmul into it: an
+        accumulating one, or one the accumulation-start pass made overwrite (§3.2: the first
+        matmul of an accumulation group overwrites the bank, so the zeroing is never needed)."""
         flat = [n for n, _ in walk(nodes)]
         for k, ins in enumerate(flat):
             if ins.op != "memset" or self.bufs[ins.out.buffer].space != Space.PSUM:
@@ -260,8 +262,10 @@ class Plan:
                 touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
                 if buf not in touched:
                     continue
-                # (a folded masked-matmul add is the accumulating matmul itself)
-                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded)
+                # (a folded masked-matmul add is the accumulating matmul itself; a matmul that
+                # overwrites is the first of its group after lower/passes' accumulation-start pass)
+                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded) \
+                    or nxt.op == "nc_matmul"
                 if acc and nxt.out.buffer == buf:
                     self.info[id(ins)].folded = True
                 break

@@ -22,38 +22,30 @@ from nki_lite.lower.cost.schedule import Simulator
 F32 = np.float32
 
 
-@nki.jit
-def rows_times_weight(xT, w):
+def _rows_kernel(rewrite: bool):
     """out[i-tile] = xT[:, i-tile].T @ w, the weight tiles loaded inside the row loop (as NKIBench's
-    add_rmsnorm_matmul does)."""
-    K, M = xT.shape
-    N = w.shape[1]
-    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    for i in nl.affine_range(M // 128):
-        acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
-        for k in nl.affine_range(K // 128):
-            xt = nl.load(xT[k * 128:(k + 1) * 128, i * 128:(i + 1) * 128])
-            wt = nl.load(w[k * 128:(k + 1) * 128, :])
-            acc += nisa.nc_matmul(xt, wt)
-        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.copy(acc))
-    return out
+    add_rmsnorm_matmul does); with `rewrite`, each iteration also rewrites the loaded weight tile
+    in place, which makes it not hoistable."""
+    @nki.jit
+    def k(xT, w):
+        K, M = xT.shape
+        N = w.shape[1]
+        out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(M // 128):
+            acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
+            for kk in nl.affine_range(K // 128):
+                xt = nl.load(xT[kk * 128:(kk + 1) * 128, i * 128:(i + 1) * 128])
+                wt = nl.load(w[kk * 128:(kk + 1) * 128, :])
+                if rewrite:
+                    wt[...] = nl.multiply(wt, 2.0)
+                acc += nisa.nc_matmul(xt, wt)
+            nl.store(out[i * 128:(i + 1) * 128, :], value=nl.copy(acc))
+        return out
+    return k
 
 
-@nki.jit
-def rows_times_scaled_weight(xT, w):
-    """As above, but each iteration rewrites the loaded weight tile in place: not hoistable."""
-    K, M = xT.shape
-    N = w.shape[1]
-    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    for i in nl.affine_range(M // 128):
-        acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
-        for k in nl.affine_range(K // 128):
-            xt = nl.load(xT[k * 128:(k + 1) * 128, i * 128:(i + 1) * 128])
-            wt = nl.load(w[k * 128:(k + 1) * 128, :])
-            wt[...] = nl.multiply(wt, 2.0)
-            acc += nisa.nc_matmul(xt, wt)
-        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.copy(acc))
-    return out
+rows_times_weight = _rows_kernel(False)
+rows_times_scaled_weight = _rows_kernel(True)
 
 
 def _est(kernel, M, K, N):

@@ -57,7 +57,8 @@ def _doc_block() -> str:
 def test_docs_table_is_generated_from_the_data():
     block = _doc_block()
     assert block == V.render(), "docs table is stale: run benchmarks/validate_model.py --write"
-    rows = [ln for ln in block.splitlines() if ln.startswith("| ") and not ln.startswith("| case")]
+    kernels_part = block.split("Published DMA transfer figures")[0]
+    rows = [ln for ln in kernels_part.splitlines() if ln.startswith("| ") and not ln.startswith("| case")]
     assert len(rows) == len(V.MEASURED)
     for ln, (case, m) in zip(rows, V.MEASURED.items()):
         cells = [c.strip() for c in ln.strip("|").split("|")]
@@ -95,7 +96,7 @@ def test_uncertainty_is_the_80th_percentile_band():
     est = {c: {"latency_ms": V.MEASURED[c]["latency_ms"] * (1 + i / 10)} for i, c in enumerate(cases)}
     lo, hi, n = V.uncertainty(est)
     assert n == 10 and hi == pytest.approx(1.7) and lo == pytest.approx(1 / 1.7)
-    assert "of 10 validated kernels" in V.uncertainty_text(est)
+    assert "of 10 validated cases" in V.uncertainty_text(est)
 
 
 @pytest.mark.skipif(not (NKIBENCH / "kernels").is_dir(),
@@ -112,6 +113,31 @@ def test_recorded_estimate_is_current(case):
     got = validate_model.estimate_case(str(NKIBENCH), case)
     want = V.ESTIMATED[case]
     assert got["latency_ms"] == want["latency_ms"] and got["active"] == want["active"], \
+        "recorded estimate is stale: run benchmarks/validate_model.py --write"
+
+
+def test_dma_figures_count_with_the_kernels():
+    from nki_lite.lower.cost import validation_docs as VD
+    assert set(VD.ESTIMATED) == set(VD.CASES)
+    s = V.stats()
+    assert s["cases"] == len(V.MEASURED) + len(VD.CASES) and s["kernels"] == len(V.MEASURED)
+    # a kernel-only figure leaves them out; an explicit doc estimate counts
+    assert V.stats(V.ESTIMATED)["cases"] == len(V.MEASURED)
+    twice = {c: {"ns": 2 * m["measured_ns"]} for c, m in VD.CASES.items()}
+    assert V.stats(V.ESTIMATED, twice)["max_ratio"] == pytest.approx(max(2.0, V.stats(V.ESTIMATED)["max_ratio"]))
+
+
+@pytest.mark.parametrize("case", ["dma_overview_ex1_A4x4096_bf16", "dma_overview_ex2_A128x128_bf16",
+                                  "perf_guide_opt9_128x1024_fp32"])
+def test_recorded_dma_figure_is_current(case):
+    import sys
+    from nki_lite.lower.cost import validation_docs as VD
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import validate_model
+    finally:
+        sys.path.pop(0)
+    assert validate_model.estimate_doc_case(case)["ns"] == VD.ESTIMATED[case]["ns"], \
         "recorded estimate is stale: run benchmarks/validate_model.py --write"
 
 
@@ -133,7 +159,7 @@ def test_cost_per_call_is_the_share_of_the_instance():
     lo, hi = c.range_per_million()
     ulo, uhi, n = V.uncertainty()
     assert lo == pytest.approx(c.dollars_per_million_calls * ulo) and hi == pytest.approx(c.dollars_per_million_calls * uhi)
-    assert f"of {n} validated kernels" in str(c)
+    assert f"of {n} validated cases" in str(c)
 
 
 @pytest.mark.parametrize("bad", [dict(price_per_hour=-1.0), dict(price_per_hour=1.0, cores_used=0),

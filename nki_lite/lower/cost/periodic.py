@@ -69,7 +69,7 @@ class Periodic:
         vals = self._qsnap()
         layout = []
         prev = None
-        for q in self.qidx:                 # the queues' remembered history (gap filling depends on it)
+        for q in self.lanes:                # the lanes' remembered history (gap filling depends on it)
             iv = self.qbusy[q]
             if prev is not None and iv == self.qbusy[prev[0]]:
                 vals.append(-1.0)           # same history as the previous queue
@@ -124,6 +124,7 @@ class Periodic:
                     forced = p is not None
             if p is not None:
                 Q = (T - 1 - j) // p
+                Q = self._break_chunks(var, env, p, Q, j, jj, W)
                 if Q > 0 and not forced:
                     Q = self._safe_chunks(loop, env, p, Q, j, serial0)
                     Q = min(Q, self._queue_safe_chunks(snaps[jj] - snaps[jj - p]))
@@ -134,6 +135,19 @@ class Periodic:
                     snaps, created_per_iter = [], []
             j += 1
         env.pop(var, None)
+
+    def _break_chunks(self, var, env, p, Q, j, jj, W) -> int:
+        """Largest Q' <= Q whose skipped iterations j+1 .. j+Q'p, and the sampled window before them,
+        cross no value where the body's behaviour changes (plan.hoist_breaks: hoisted loads)."""
+        for b, cond in self.plan.hoist_breaks.get(var, ()):
+            if any(env.get(v) != q for v, q in cond):
+                continue
+            lo = j - min(jj, max(W, p) + (MIN_SAMPLES - 1) * p) + 1     # first sampled iteration
+            if lo < b <= j:
+                return 0
+            if b > j:
+                Q = min(Q, (b - 1 - j) // p)
+        return max(0, Q)
 
     def _queue_safe_chunks(self, d) -> int:
         """Busy intervals that do not move with the loop (reserved by other trigger streams ahead
@@ -288,6 +302,7 @@ class Periodic:
             self.qfloor[q] += Q * max(0.0, float(np.max(dfull[off:off + 2 * n]))) if n else 0.0
         for k, st in enumerate(TRIGGER_STREAMS):
             self.streams[st] += Q * max(0.0, dres[nr + nq + k])
+
         # per-phase increments of every record created in the window
         phase_delta = {}
         for i in range(j - p + 1, j + 1):

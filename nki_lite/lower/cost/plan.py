@@ -22,6 +22,7 @@ from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
 from ...core.ops import accumulates, dynamic_access, is_dma, reads as op_reads
 from .engines import balance as balance_engines
+from .hoist import hoist as hoist_loads
 from .rules import Cost, CostCtx, cost_of
 
 
@@ -65,6 +66,7 @@ class InstrInfo:
     loc: str = ""
     shape: str = ""
     label: str = ""
+    hoist: object = None      # hoist.Hoist: executions served by a hoisted copy (loop-invariant load)
 
 
 @dataclass
@@ -96,7 +98,7 @@ def _affine_box(exprs, shape):
 class Plan:
     """Everything about a kernel the schedule needs, computed once."""
 
-    def __init__(self, kernel: Kernel, target: Target):
+    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True):
         self.kernel = kernel
         self.target = target
         self.bufs = kernel.buffer_map
@@ -110,12 +112,15 @@ class Plan:
                 self.written.add(self.root[o.buffer])
         self.alloc = self._alloc_plan()
         self.info: dict[int, InstrInfo] = {}
+        self.hoist_breaks: dict = {}        # loop var -> values where hoisting changes the body (hoist.py)
         instrs = list(walk(self.body))
         for ins, loops in instrs:
             self.info[id(ins)] = self._info(ins)
         self._fold_masked_matmuls(self.body)
         self._fold_memsets(self.body)
         balance_engines(self)
+        if hoist:                           # (False: every load as written, for traffic analyses)
+            hoist_loads(self)
 
     # ---- structure
     @staticmethod
@@ -242,7 +247,9 @@ class Plan:
             self.info[id(ins)].folded = True
 
     def _fold_memsets(self, nodes):
-        """PSUM memset(0) followed (as the next access to that buffer) by an accumulating matmul."""
+        """PSUM memset(0) followed (as the next access to that buffer) by a matmul into it: an
+        accumulating one, or one the accumulation-start pass made overwrite (§3.2: the first
+        matmul of an accumulation group overwrites the bank, so the zeroing is never needed)."""
         flat = [n for n, _ in walk(nodes)]
         for k, ins in enumerate(flat):
             if ins.op != "memset" or self.bufs[ins.out.buffer].space != Space.PSUM:
@@ -255,8 +262,10 @@ class Plan:
                 touched = {o.buffer for o in nxt.outs} | {o.buffer for o in nxt.ins if isinstance(o, Access)}
                 if buf not in touched:
                     continue
-                # (a folded masked-matmul add is the accumulating matmul itself)
-                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded)
+                # (a folded masked-matmul add is the accumulating matmul itself; a matmul that
+                # overwrites is the first of its group after lower/passes' accumulation-start pass)
+                acc = accumulates(nxt) or (nxt.op == "tensor_tensor" and self.info[id(nxt)].folded) \
+                    or nxt.op == "nc_matmul"
                 if acc and nxt.out.buffer == buf:
                     self.info[id(ins)].folded = True
                 break

@@ -265,6 +265,36 @@ def _scalar_speedup(ctx: CostCtx, instr: Instr, eng: str) -> float:
 
 # ------------------------------------------------------------------------------ DMA
 
+def _engine_groups(ctx: CostCtx, dst, src):
+    """(engines, descriptor elements) of an HBM <-> SBUF copy, or None for any other copy.
+
+    AWS's DMA overview ("Performance Considerations", examples 1-2; trn2 profiles): each of the 16
+    DMA engines serves 8 SBUF partitions (128 / 16), so A[4, 4096] bf16 is one 32 KiB transfer on
+    one engine (1416 ns) and A[128, 128] bf16 is 16 transfers of 2 KiB, one per engine, "a single
+    2KiB read (8 rows x 128 elements x 2B)" (97 ns each): partition rows that are contiguous in HBM
+    are read as one run, with no per-row cost. So the engines used are the partition groups the
+    access covers, and a descriptor is the group's rows when the HBM side is contiguous across them
+    (else one per contiguous run, as before)."""
+    if not isinstance(src, Access):
+        return None
+    sides = [(a, ctx.buf(a)) for a in (dst, src)]
+    hbm = [x for x in sides if x[1].space == Space.HBM]
+    chip = [x for x in sides if x[1].space == Space.SBUF]
+    if len(hbm) != 1 or len(chip) != 1:
+        return None
+    (ha, hb), (sa, sb) = hbm[0], chip[0]
+    pk = partition_axis(sa, sb)
+    parts = sa.shape[pk] if pk is not None else 1
+    t = ctx.target
+    rows_per_engine = max(1, t.partitions // t.dma_queues)
+    engines = max(1, min(t.dma_queues, math.ceil(parts / rows_per_engine)))
+    run_s, run_h = contiguous_run(sa, sb), contiguous_run(ha, hb)
+    row = elements(sa) // max(1, parts)
+    if run_s == row and run_h >= 2 * row:       # whole rows, adjacent in HBM: one run per group
+        return engines, min(run_h, rows_per_engine * row)
+    return engines, min(run_s, run_h)
+
+
 def dma_cost(ctx: CostCtx, instr: Instr, transpose: bool = False) -> Cost:
     """DMA model (§3.4, §4.6, §4.8): the copy is cut into descriptors (contiguous runs; at least one
     per partition); descriptors are spread over min(16, descriptors) queues; each descriptor costs
@@ -288,11 +318,14 @@ def dma_cost(ctx: CostCtx, instr: Instr, transpose: bool = False) -> Cost:
         run = max(runs)
     else:
         run = min(runs)
+    groups = _engine_groups(ctx, dst, src) if not hw_transpose else None
+    if groups is not None:
+        run = groups[1]
     run = max(1, min(run, n))
     desc = math.ceil(active / run) if active else 0
     nbytes = active * item
     hbm = "hbm" in (ctx.space(dst), ctx.space(src))
-    queues = max(1, min(t.dma_queues, desc))
+    queues = max(1, min(t.dma_queues, desc, groups[0] if groups is not None else desc))
     bw = t.dma_queue_bytes_per_ns
     if hbm:
         bw = min(bw, t.hbm_bytes_per_ns_per_nc / queues)

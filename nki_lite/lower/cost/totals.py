@@ -70,7 +70,8 @@ def totals(plan: Plan) -> Totals:
         if inf.folded:
             continue
         if inf.cost is not None:
-            add(inf.cost, mult)
+            # a hoisted load (hoist.py) is performed for a fixed share of its executions
+            add(inf.cost, inf.hoist.performed(mult) if inf.hoist is not None else mult)
             continue
         trips = {l.var: l.trip for l in loops}
         mvars = [v for v in inf.mask_vars if v in trips]

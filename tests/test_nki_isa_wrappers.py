@@ -164,3 +164,28 @@ def test_local_gather_takes_dst_first():
     np.testing.assert_array_equal(g1, g2)
     flat, ids = src.reshape(32, -1), index[:16].reshape(16, -1).T.reshape(-1)[:40].astype(np.int64)
     np.testing.assert_array_equal(g1[:16], flat[:16][:, ids[:, None] + np.arange(2)[None, :]])
+
+
+@nki.jit
+def dma_between_shapes(a):
+    t = nl.ndarray((1, a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)                      # (n,) HBM -> (1, n) SBUF: same element count
+    nisa.tensor_scalar(t, t, np.multiply, 2.0)
+    out = nl.ndarray((a.shape[0] // 4, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)                    # (1, n) SBUF -> (n/4, 4) HBM, row-major
+    return out
+
+
+@nki.jit
+def dma_count_mismatch(a):
+    t = nl.ndarray((1, a.shape[0] - 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)  # MARK-DMA-COUNT
+    return save(t)
+
+
+def test_dma_copy_takes_any_shapes_with_the_same_element_count():
+    a = RNG.standard_normal(20).astype(F32)
+    np.testing.assert_array_equal(both(dma_between_shapes, a), (a * 2).reshape(5, 4))
+    with pytest.raises(errors.NkiLiteError) as ei:
+        dma_count_mismatch(a, mode="interpret")
+    assert ei.value.name == "shape_mismatch" and f"{HERE}:{line_of('MARK-DMA-COUNT')}:" in str(ei.value)

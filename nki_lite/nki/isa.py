@@ -26,6 +26,8 @@ from __future__ import annotations
 import types
 from enum import Enum
 
+import numpy as np
+
 from .. import errors
 from .. import isa as _legacy
 from ..isa import dge_mode, engine, get_nc_version, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: F401
@@ -68,7 +70,24 @@ _RESET = "reduce_cmd other than idle / reset_reduce (accumulator registers carri
 @instruction("nki.isa.dma_copy")
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):
-    _legacy.dma_copy(dst=_dst(dst, "nisa.dma_copy"), src=src, oob_mode=oob_mode, dge_mode=dge_mode)
+    d = _dst(dst, "nisa.dma_copy")
+    d, src = _same_shape(d, src)
+    _legacy.dma_copy(dst=d, src=src, oob_mode=oob_mode, dge_mode=dge_mode)
+
+
+def _same_shape(dst, src):
+    """The reference: "The total number of data elements in src must match that of dst" (shapes may
+    differ). A whole HBM tensor on either side is reshaped to the other's shape (row-major, as a DMA
+    walks both); other shape pairs go to the legacy instruction, whose NL-E103 names them."""
+    if not _bridge.is_tensor(src) or tuple(dst.shape) == tuple(src.shape):
+        return dst, src
+    if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
+        return dst, src
+    if _bridge.is_whole_hbm(src):
+        return dst, src.reshape(tuple(dst.shape))
+    if _bridge.is_whole_hbm(dst):
+        return dst.reshape(tuple(src.shape)), src
+    return dst, src
 
 
 @instruction("nki.isa.tensor_copy")

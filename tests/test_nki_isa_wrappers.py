@@ -189,3 +189,17 @@ def test_dma_copy_takes_any_shapes_with_the_same_element_count():
     with pytest.raises(errors.NkiLiteError) as ei:
         dma_count_mismatch(a, mode="interpret")
     assert ei.value.name == "shape_mismatch" and f"{HERE}:{line_of('MARK-DMA-COUNT')}:" in str(ei.value)
+
+
+@nki.jit
+def optional_operand(a, b=None):
+    t = load(a)
+    if b != None and not (b == None):  # noqa: E711  (the NKI Library's spelling of an optional-argument test)
+        nisa.tensor_tensor(t, t, load(b), np.add)
+    return save(t)
+
+
+def test_a_tensor_compared_with_none_is_a_python_bool():
+    a = RNG.standard_normal((8, 8)).astype(F32)
+    np.testing.assert_array_equal(both(optional_operand, a), a)
+    np.testing.assert_array_equal(both(optional_operand, a, a), a + a)

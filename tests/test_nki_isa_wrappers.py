@@ -203,3 +203,19 @@ def test_a_tensor_compared_with_none_is_a_python_bool():
     a = RNG.standard_normal((8, 8)).astype(F32)
     np.testing.assert_array_equal(both(optional_operand, a), a)
     np.testing.assert_array_equal(both(optional_operand, a, a), a + a)
+
+
+@nki.jit
+def dma_view_unit_axes(a):
+    t = nl.ndarray((1, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[1])                   # (n,) view of a row -> (1, n): a size-1 axis apart
+    out = nl.ndarray((2, a.shape[1], 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[0], src=t)                 # (1, n) -> (n, 1) view
+    nisa.dma_copy(dst=out[1], src=a[0])              # (n,) view -> (n, 1) view
+    return out
+
+
+def test_dma_copy_between_views_that_differ_by_size_one_axes():
+    a = RNG.standard_normal((2, 12)).astype(F32)
+    out = both(dma_view_unit_axes, a)
+    np.testing.assert_array_equal(out[:, :, 0], a[::-1])

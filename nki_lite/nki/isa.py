@@ -78,7 +78,8 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
 def _same_shape(dst, src):
     """The reference: "The total number of data elements in src must match that of dst" (shapes may
     differ). A whole HBM tensor on either side is reshaped to the other's shape (row-major, as a DMA
-    walks both); other shape pairs go to the legacy instruction, whose NL-E103 names them."""
+    walks both); views whose shapes differ only by size-1 axes have those axes indexed away; other
+    shape pairs go to the legacy instruction, whose NL-E103 names them."""
     if not _bridge.is_tensor(src) or tuple(dst.shape) == tuple(src.shape):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
@@ -87,7 +88,17 @@ def _same_shape(dst, src):
         return dst, src.reshape(tuple(dst.shape))
     if _bridge.is_whole_hbm(dst):
         return dst.reshape(tuple(src.shape)), src
+    d, s = _squeezed(dst), _squeezed(src)        # views: shapes that differ only by size-1 axes
+    if d.shape and tuple(d.shape) == tuple(s.shape):
+        return d, s
     return dst, src
+
+
+def _squeezed(t):
+    """t with its size-1 axes indexed away (t[0, :, 0] for shape (1, n, 1)); t itself if it has none."""
+    if 1 not in tuple(t.shape):
+        return t
+    return t[tuple(0 if n == 1 else slice(None) for n in t.shape)]
 
 
 @instruction("nki.isa.tensor_copy")

@@ -17,30 +17,11 @@ import nki_lite.nki.language as nl
 from nki_lite import errors
 
 from . import markers
+from .test_nki_dialect import both, load, save  # one run-both-backends helper for the dialect's tests
 
 HERE, line_of, _expect = markers.marker_helpers(__file__)
 RNG = np.random.default_rng(1403)
 F32 = np.float32
-
-
-def both(kernel, *args):
-    a = kernel(*args, mode="interpret")
-    b = kernel(*args, mode="jit")
-    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
-        assert x.dtype == y.dtype and np.array_equal(x.view(np.uint8), y.view(np.uint8))
-    return b
-
-
-def load(src):
-    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def save(tile):
-    out = nl.ndarray(tile.shape, dtype=tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(out, tile)
-    return out
 
 
 @nki.jit

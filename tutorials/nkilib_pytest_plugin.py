@@ -39,7 +39,6 @@ import ml_dtypes  # noqa: E402
 import nki_lite.nki as _nki  # noqa: E402
 import nki_lite.nki.isa  # noqa: E402,F401
 from nki_lite.nki.launch import as_kernel  # noqa: E402  (`cpu_simulate(k)[lnc](**inputs)`: a launchable kernel)
-from nki_lite.tools.checkdir import collection_error  # noqa: E402
 
 
 class _Proxy(types.ModuleType):
@@ -157,33 +156,8 @@ _install_neuron_dtypes()
 _install_lock_scripts()
 
 
-def _first_line(report) -> str:
-    r = report.longrepr
-    if r is None:
-        return ""
-    crash = getattr(getattr(r, "reprcrash", None), "message", None)
-    text = crash if crash else str(r)
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[0][:300] if lines else ""
-
-
-def _record(entry: dict) -> None:
-    path = os.environ.get("NKI_LITE_CORPUS_RESULTS")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-
-
-def pytest_runtest_logreport(report):
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        _record({"id": report.nodeid, "outcome": report.outcome,
-                 "error": _first_line(report) if report.outcome != "passed" else ""})
-
-
-def pytest_collectreport(report):
-    if report.outcome == "failed":
-        _record({"id": f"{report.nodeid} (collection)", "outcome": "failed",
-                 "error": collection_error(str(report.longrepr or ""))})
+# One JSON line per test and per failed collection, as for the legacy corpus (same format and variable).
+from nki_lite.tools.corpus_plugin import pytest_collectreport, pytest_runtest_logreport  # noqa: E402,F401
 
 
 def pytest_collection(session):

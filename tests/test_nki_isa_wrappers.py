@@ -193,10 +193,15 @@ def dma_view_unit_axes(a):
     out = nl.ndarray((2, a.shape[1], 1), dtype=a.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out[0], src=t)                 # (1, n) -> (n, 1) view
     nisa.dma_copy(dst=out[1], src=a[0])              # (n,) view -> (n, 1) view
-    return out
+    one = nl.ndarray((1, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=one, src=a[0, 0:1])            # (1,) view -> (1, 1): all axes of size 1
+    last = nl.ndarray((1, 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=last, src=one)
+    return out, last
 
 
 def test_dma_copy_between_views_that_differ_by_size_one_axes():
     a = RNG.standard_normal((2, 12)).astype(F32)
-    out = both(dma_view_unit_axes, a)
+    out, last = both(dma_view_unit_axes, a)
     np.testing.assert_array_equal(out[:, :, 0], a[::-1])
+    assert last[0, 0] == a[0, 0]

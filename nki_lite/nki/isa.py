@@ -95,10 +95,15 @@ def _same_shape(dst, src):
 
 
 def _squeezed(t):
-    """t with its size-1 axes indexed away (t[0, :, 0] for shape (1, n, 1)); t itself if it has none."""
-    if 1 not in tuple(t.shape):
+    """t with its size-1 axes indexed away (t[0, :, 0] for shape (1, n, 1)), keeping the last axis of an
+    all-ones shape ((1, 1) -> (1,)); t itself if it has none."""
+    shape = tuple(t.shape)
+    if 1 not in shape[:-1] and (shape[-1:] != (1,) or len(shape) == 1):
         return t
-    return t[tuple(0 if n == 1 else slice(None) for n in t.shape)]
+    key = [0 if n == 1 else slice(None) for n in shape]
+    if all(n == 1 for n in shape):
+        key[-1] = slice(None)
+    return t[tuple(key)]
 
 
 @instruction("nki.isa.tensor_copy")

@@ -46,6 +46,22 @@ MULTI_CORE = {
     "experimental/collectives/test_sb2sb_allgather.py": "collectives (SBUF-to-SBUF all-gather)",
 }
 
+# Test files that cannot run at nki-library d2ad3a5 whatever the simulator (the library's own defects,
+# seen as collection errors): reported, and left out of the single-core count (the summary also gives
+# the figure with them counted as failures).
+UPSTREAM_BROKEN = {
+    "core/mlp/test_mlp_cte.py": "src/nkilib_src/nkilib/core/mlp/mlp.py:203 IndentationError (a docstring pasted twice)",
+    "core/mlp/test_mlp_tkg.py": "src/nkilib_src/nkilib/core/mlp/mlp.py:203 IndentationError",
+    "experimental/transformer/test_transformer_tkg.py": "imports core/mlp/mlp.py (IndentationError)",
+    "core/qkv/test_qkv_tkg.py": "NameError: Platforms is used in a decorator but never imported",
+    "experimental/subkernels/test_topk_reduce.py": "imports nkilib_src.nkilib.experimental.subkernels, absent from src/",
+}
+# Test functions broken upstream, deselected (their kernels' other fast cases still run).
+UPSTREAM_BROKEN_TESTS = {
+    "test_flat_kv_strided_mask_generation": "test_gen_mask_tkg.py reads kernel_input['mask_out_hbm'], which the test "
+                                            "itself names 'mask_out_hbm.must_alias_input' (KeyError before any check)",
+}
+
 
 def fast_files(lib: Path) -> list[str]:
     root = lib / TESTS
@@ -61,7 +77,8 @@ def run_mode(lib: Path, mode: str, only: list[str], timeout: int, case_timeout: 
         env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_RESULTS=str(results), NKILIB_MAX_CASES=str(max_cases),
                    PYTHONPATH=os.pathsep.join([str(HERE), str(work / "src"), os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "pytest", "-p", "nkilib_pytest_plugin", "-p", "no:cacheprovider", "-q",
-               "--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors", "--output-directory", str(Path(scratch) / "out"), *files]
+               "--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors",
+               "-k", " and ".join(f"not {t}" for t in UPSTREAM_BROKEN_TESTS), "--output-directory", str(Path(scratch) / "out"), *files]
         if case_timeout and importlib.util.find_spec("pytest_timeout"):
             cmd.insert(3, f"--timeout={case_timeout}")   # pytest-timeout (auto-loaded): a case over it fails
         try:
@@ -87,6 +104,27 @@ def by_kernel(entries: list[dict]) -> dict[str, dict]:
     return out
 
 
+VIEW_METHODS = ("'ap'", "'select'", "'slice'", "'expand_dim'", "'squeeze_dim'", "'flatten_dims'", "'reshape_dim'",
+                "'permute'", "'rearrange'", "'broadcast'", "'indirect'", "'vector_select'")
+
+
+def reason(error: str) -> str:
+    """The blocking feature behind a kernel's first error, for the closing list."""
+    if "has no attribute" in error and any(m in error for m in VIEW_METHODS):
+        return "views (tensor view methods: the views branch)"
+    if "NL-E106" in error:
+        return "views (reshape of an on-chip tensor: the views branch)"
+    if "NL-E802" in error or "NL-E807" in error:
+        return "views (loop variables steering Python: traced unrolled on the views branch)"
+    if "NL-E913" in error:
+        return "not built: " + error.split("]", 1)[-1].strip().split(" is not built")[0]
+    if "Timeout" in error:
+        return "over the case timeout"
+    if "AssertionError" in error or "mismatch" in error.lower() or "allclose" in error.lower():
+        return "output differs from the reference"
+    return "other: " + error[:120]
+
+
 def status(k: dict | None) -> str:
     if k is None:
         return "no result"
@@ -97,13 +135,14 @@ def status(k: dict | None) -> str:
 
 def report(lib: Path, modes: list[str], results: dict[str, dict], only: list[str], show_tests: bool) -> None:
     files = [f for f in fast_files(lib) if not only or any(o in f for o in only)]
-    single = [f for f in files if f not in MULTI_CORE]
+    single = [f for f in files if f not in MULTI_CORE and f not in UPSTREAM_BROKEN]
     for f in files:
         cells = []
         for m in modes:
             k = results[m].get(f)
             cells.append(f"{m}: {status(k)}" + (f" ({k['passed']}/{k['passed'] + k['failed']})" if k else ""))
         tag = " [multi-core: " + MULTI_CORE[f] + "]" if f in MULTI_CORE else ""
+        tag += " [broken upstream: " + UPSTREAM_BROKEN[f] + "]" if f in UPSTREAM_BROKEN else ""
         print(f"{f}{tag}: " + "; ".join(cells))
         errors = {results[m][f]["error"] for m in modes if f in results[m] and results[m][f]["error"]}
         for e in sorted(errors):
@@ -112,9 +151,20 @@ def report(lib: Path, modes: list[str], results: dict[str, dict], only: list[str
     for m in modes:
         ok = [f for f in single if status(results[m].get(f)) == "pass"]
         print(f"[{m}] kernels passing: {len(ok)} / {len(single)} single-core kernels "
-              f"({100 * len(ok) // max(len(single), 1)}%); multi-core kernels not counted: {len(files) - len(single)}")
+              f"({100 * len(ok) // max(len(single), 1)}%); not counted: "
+              f"{sum(f in MULTI_CORE for f in files)} multi-core, {sum(f in UPSTREAM_BROKEN for f in files)} broken "
+              f"upstream (counted as failures: {len(ok)} / {len(single) + sum(f in UPSTREAM_BROKEN for f in files)})")
     both = [f for f in single if all(status(results[m].get(f)) == "pass" for m in modes)]
     print(f"[{' and '.join(modes)}] kernels passing in every mode: {len(both)} / {len(single)}")
+    print("\nremaining single-core kernels, by reason (first error in the first mode that failed):")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for f in single:
+        if f in both:
+            continue
+        err = next((results[m][f]["error"] for m in modes if f in results[m] and results[m][f]["error"]), "")
+        by_reason[reason(err) if err else "no case ran"].append(f)
+    for r, fs in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {len(fs)}  {r}: " + ", ".join(fs))
 
 
 def main(argv=None) -> int:

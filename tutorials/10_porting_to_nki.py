@@ -260,7 +260,8 @@ show(fig, "10_engines_side_by_side.png")
 # nki_lite builds the current dialect in parts (docs/compat_nki.md lists all 231 reference names).
 # A name that is not built still *imports* — a kernel module loads — and raises **NL-E913** at the
 # kernel line that uses it. Say the port went one step further and let the DMA transpose `a` on
-# the way in (`nisa.dma_transpose`) instead of taking `a_t` pre-transposed:
+# the way in (`nisa.dma_transpose`, built) instead of taking `a_t` pre-transposed, then try a DMA that
+# computes on the way (`nisa.dma_compute`, not built):
 
 # %%
 @nki.jit
@@ -274,7 +275,7 @@ def linear_relu_untransposed(a, b, bias):
         acc = nl.ndarray((T, N), dtype=nl.float32, buffer=nl.psum)
         for k in nl.affine_range(K // T):
             sa = nl.ndarray((T, T), dtype=a.dtype, buffer=nl.sbuf)
-            nisa.dma_transpose(dst=sa, src=a[m * T:(m + 1) * T, k * T:(k + 1) * T])   # not built
+            nisa.dma_transpose(dst=sa, src=a[m * T:(m + 1) * T, k * T:(k + 1) * T])
             sb = nl.ndarray((T, N), dtype=b.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=sb, src=b[k * T:(k + 1) * T, :])
             nisa.nc_matmul(dst=acc, stationary=sa, moving=sb)
@@ -284,17 +285,28 @@ def linear_relu_untransposed(a, b, bias):
     return out
 
 
+got = linear_relu_untransposed[1](np.ascontiguousarray(a_t.T), b, bias)
+assert got.tobytes() == ref.tobytes()      # dma_transpose is built: same bits as the pre-transposed port
+
+
+@nki.jit
+def sum_with_dma_compute(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_compute(dst=out, srcs=[a, b], reduce_op=nl.add)   # not built
+    return out
+
+
 try:
-    linear_relu_untransposed[1](np.ascontiguousarray(a_t.T), b, bias)
+    sum_with_dma_compute[1](b, b)
     raise AssertionError("expected NL-E913")
 except errors.NkiLiteError as e:
     print(e)
     not_built = e
-assert not_built.code == "NL-E913" and "nki.isa.dma_transpose is not built" in str(not_built)
+assert not_built.code == "NL-E913" and "nki.isa.dma_compute is not built" in str(not_built)
 
 # %% [markdown]
-# The fix, until it is built: keep the legacy kernel's contract (`a_t` transposed by the caller),
-# or transpose on chip with `nisa.nc_transpose` (built). Other gaps a port may hit are listed in
+# The fix, until it is built: compute with what is (two `dma_copy` and a `tensor_tensor` add here),
+# as the port above transposes with `nisa.dma_transpose`. Other gaps a port may hit are listed in
 # docs/nki_dialect.md: tensor views (`.ap()`, `.select`, `.slice`, ...: a tile has no such
 # method yet, an AttributeError), MX formats, registers and dynamic loops, collectives, and an
 # `accumulate=` flag computed from a loop variable (`accumulate=k > 0`, NL-E916) — which is why

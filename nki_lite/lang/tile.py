@@ -212,8 +212,10 @@ class Tile:
     def __le__(self, o): return self._bin(o, "less_equal")
     def __gt__(self, o): return self._bin(o, "greater")
     def __ge__(self, o): return self._bin(o, "greater_equal")
-    def __eq__(self, o): return self._bin(o, "equal")  # noqa: E704
-    def __ne__(self, o): return self._bin(o, "not_equal")  # noqa: E704
+    # `t == None` / `t != None` are Python tests of an optional argument (the NKI Library's
+    # `kernel_assert(cos != None, ...)`), not elementwise comparisons: a tile is never None.
+    def __eq__(self, o): return False if o is None else self._bin(o, "equal")  # noqa: E704
+    def __ne__(self, o): return True if o is None else self._bin(o, "not_equal")  # noqa: E704
     __hash__ = object.__hash__
 
     def __neg__(self):

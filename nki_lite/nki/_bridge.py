@@ -12,3 +12,9 @@ from ..runtime.kernel import Kernel, TARGETS  # noqa: F401  (the launch machiner
 def is_tensor(x) -> bool:
     """True for a tensor or tile of the kernel being traced (HBM, SBUF or PSUM)."""
     return isinstance(x, Tile)
+
+
+def is_whole_hbm(x) -> bool:
+    """True for a whole HBM tensor (not a view of part of it): what Tile.reshape accepts."""
+    from ..core import ir
+    return isinstance(x, Tile) and x.space == ir.Space.HBM and x.access == ir.Access.full(x.buf)

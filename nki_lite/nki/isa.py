@@ -26,6 +26,8 @@ from __future__ import annotations
 import types
 from enum import Enum
 
+import numpy as np
+
 from .. import errors
 from .. import isa as _legacy
 from ..isa import dge_mode, engine, get_nc_version, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: F401
@@ -68,7 +70,40 @@ _RESET = "reduce_cmd other than idle / reset_reduce (accumulator registers carri
 @instruction("nki.isa.dma_copy")
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):
-    _legacy.dma_copy(dst=_dst(dst, "nisa.dma_copy"), src=src, oob_mode=oob_mode, dge_mode=dge_mode)
+    d = _dst(dst, "nisa.dma_copy")
+    d, src = _same_shape(d, src)
+    _legacy.dma_copy(dst=d, src=src, oob_mode=oob_mode, dge_mode=dge_mode)
+
+
+def _same_shape(dst, src):
+    """The reference: "The total number of data elements in src must match that of dst" (shapes may
+    differ). A whole HBM tensor on either side is reshaped to the other's shape (row-major, as a DMA
+    walks both); views whose shapes differ only by size-1 axes have those axes indexed away; other
+    shape pairs go to the legacy instruction, whose NL-E103 names them."""
+    if not _bridge.is_tensor(src) or tuple(dst.shape) == tuple(src.shape):
+        return dst, src
+    if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
+        return dst, src
+    if _bridge.is_whole_hbm(src):
+        return dst, src.reshape(tuple(dst.shape))
+    if _bridge.is_whole_hbm(dst):
+        return dst.reshape(tuple(src.shape)), src
+    d, s = _squeezed(dst), _squeezed(src)        # views: shapes that differ only by size-1 axes
+    if d.shape and tuple(d.shape) == tuple(s.shape):
+        return d, s
+    return dst, src
+
+
+def _squeezed(t):
+    """t with its size-1 axes indexed away (t[0, :, 0] for shape (1, n, 1)), keeping the last axis of an
+    all-ones shape ((1, 1) -> (1,)); t itself if it has none."""
+    shape = tuple(t.shape)
+    if 1 not in shape[:-1] and (shape[-1:] != (1,) or len(shape) == 1):
+        return t
+    key = [0 if n == 1 else slice(None) for n in shape]
+    if all(n == 1 for n in shape):
+        key[-1] = slice(None)
+    return t[tuple(key)]
 
 
 @instruction("nki.isa.tensor_copy")
@@ -210,6 +245,10 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     isa_affine.affine_select(_dst(dst, "nisa.affine_select"), pattern, channel_multiplier, on_true_tile,
                              on_false_value, cmp_op, offset)
 
+
+# dst-first forms of further legacy instructions (isa_wrappers.py)
+from .isa_wrappers import (dma_transpose, dropout, exponential, local_gather, nc_match_replace8,  # noqa: E402,F401
+                           nc_stream_shuffle, range_select, select_reduce, tensor_partition_reduce)
 
 NOT_BUILT = fill(globals(), "nki.isa")
 

@@ -1,0 +1,116 @@
+"""dst-first forms of instructions nki_lite's legacy ISA already has, for the current `nki` dialect.
+
+Contract: each function takes the reference's parameters (nki_lite/nki/reference.py, aws-neuron-sdk
+nki/api/nki/isa stubs), `dst` first, and is the legacy instruction written into dst,
+`dst[...] = legacy(operands, dtype=dst's dtype)` (or the legacy form that already takes dst), so it
+traces into the existing IR ops with their verification, interpreter, JIT and engine-model rules;
+nothing here adds an op. Errors name the kernel's line (the legacy instructions' own checks, NL-E914
+for a dst that is not a tensor of the kernel, NL-E916 for a documented argument value not built here,
+declared in the instruction's `partial=` and shown in docs/compat_nki.md).
+
+- nc_stream_shuffle(dst, src, shuffle_mask): the legacy instruction, operands in the new order.
+- dma_transpose(dst, src, axes=None, ...): dst = legacy dma_transpose(src, axes); `priority` is a
+  scheduling hint (ignored, as for dma_copy); oob_mode other than error is NL-E916.
+- range_select / select_reduce / nc_match_replace8 / tensor_partition_reduce / local_gather / dropout:
+  the legacy instruction with dst's dtype as its output dtype.
+- exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=idle): dst = exp(src - max_value)
+  computed in fp32 and rounded once to dst's dtype (the reference: "performs the computation in float32
+  precision internally"): traced as an fp32 tensor_scalar subtraction followed by an exp activation
+  (with reduce_op=add into reduce_res when given), so its cost is that of those two instructions.
+  reduce_cmd other than idle / reset_reduce, or a non-zero reduce_init, is NL-E916 (accumulator
+  registers carried across instructions are not modelled).
+"""
+from __future__ import annotations
+
+from .. import isa as _legacy
+from .. import language as _nl
+from ..isa import dge_mode, oob_mode, reduce_cmd
+from . import _bridge
+from .. import errors
+from ..loc import capture_loc
+from .surface import instruction, not_built_argument
+
+_ACCUM = "reduce_cmd other than idle / reset_reduce (accumulator registers carried across instructions)"
+
+
+def _dst(dst, api: str):
+    if not _bridge.is_tensor(dst):
+        raise errors.make("dst_operand", f"{api}: dst must be a tensor or tile of the kernel, got "
+                          f"{type(dst).__name__}", loc=capture_loc())
+    return dst
+
+
+def _cmd_name(cmd) -> str:
+    return str(getattr(cmd, "name", getattr(cmd, "value", cmd)))
+
+
+def _plain_reduce(api: str, cmd) -> None:
+    if _cmd_name(cmd) not in ("idle", "reset_reduce", "None"):
+        raise not_built_argument(api, f"reduce_cmd={cmd!r}")
+
+
+@instruction("nki.isa.nc_stream_shuffle")
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    _legacy.nc_stream_shuffle(src, _dst(dst, "nisa.nc_stream_shuffle"), shuffle_mask)
+
+
+@instruction("nki.isa.dma_transpose", partial={"oob_mode": "values other than oob_mode.error"})
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
+    d = _dst(dst, "nisa.dma_transpose")
+    if _cmd_name(oob_mode) != "error":
+        raise not_built_argument("nisa.dma_transpose", f"oob_mode={oob_mode!r}")
+    d[...] = _legacy.dma_transpose(src, axes=axes, dge_mode=dge_mode)
+
+
+@instruction("nki.isa.range_select")
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=_nl.maximum, range_start=0, on_false_value=-3.4028234663852886e+38,
+                 name=None):
+    d = _dst(dst, "nisa.range_select")
+    d[...] = _legacy.range_select(on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
+                                  bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
+                                  range_start=range_start, on_false_value=on_false_value, dtype=d.dtype_name)
+
+
+@instruction("nki.isa.select_reduce")
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=_nl.maximum,
+                  reverse_pred=False, name=None):
+    _legacy.select_reduce(dst=_dst(dst, "nisa.select_reduce"), predicate=predicate, on_true=on_true, on_false=on_false,
+                          reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred)
+
+
+@instruction("nki.isa.nc_match_replace8")
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    d = _dst(dst, "nisa.nc_match_replace8")
+    d[...] = _legacy.nc_match_replace8(data=data, vals=vals, imm=imm, dst_idx=dst_idx, dtype=d.dtype_name)
+
+
+@instruction("nki.isa.tensor_partition_reduce")
+def tensor_partition_reduce(dst, op, data, name=None):
+    d = _dst(dst, "nisa.tensor_partition_reduce")
+    d[...] = _legacy.tensor_partition_reduce(op, data, dtype=d.dtype_name)
+
+
+@instruction("nki.isa.local_gather")
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    d = _dst(dst, "nisa.local_gather")
+    d[...] = _legacy.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices)
+
+
+@instruction("nki.isa.dropout")
+def dropout(dst, data, prob, name=None):
+    d = _dst(dst, "nisa.dropout")
+    d[...] = _legacy.dropout(data, prob, dtype=d.dtype_name)
+
+
+@instruction("nki.isa.exponential", partial={"reduce_cmd": _ACCUM, "reduce_init": "a non-zero initial value"})
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    d = _dst(dst, "nisa.exponential")
+    _plain_reduce("nisa.exponential", reduce_cmd)
+    if not (isinstance(reduce_init, (int, float)) and reduce_init == 0):
+        raise not_built_argument("nisa.exponential", f"reduce_init={reduce_init!r}")
+    shifted = _legacy.tensor_scalar(src, _nl.subtract, max_value, dtype=_nl.float32)
+    if reduce_res is None:
+        d[...] = _legacy.activation(_nl.exp, shifted, dtype=d.dtype_name)
+    else:
+        d[...] = _legacy.activation(_nl.exp, shifted, reduce_op=_nl.add, reduce_res=reduce_res, dtype=d.dtype_name)

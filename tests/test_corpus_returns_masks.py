@@ -193,3 +193,42 @@ def test_corpus_plugin_exact_builtin_type_and_instance_type(tmp_path):
     assert rows["test_exact_builtin_type"]["outcome"] == "passed"
     assert "IndexOutOfBoundsError" in rows["test_exact_builtin_type"]["error"]
     assert rows["test_unrelated_type_still_fails"]["outcome"] == "failed"
+
+
+# ------------------------------------------------------------------------------ Python lists of tiles
+
+@nki.jit
+def listed_tiles(x):
+    """Tiles collected in a Python list inside one affine_range loop and picked by another loop's
+    variable (nki-samples' matmul tutorials): those loops are traced unrolled."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0] // 32
+    tiles = []
+    for i in nl.affine_range(n):
+        t = nl.ndarray((32, x.shape[1]), x.dtype, buffer=nl.sbuf)
+        t[...] = nl.load(x[i * 32:(i + 1) * 32, :])
+        tiles.append(t)
+    for j in nl.affine_range(n):
+        rows = []                                  # fresh per iteration: this loop need not unroll for it
+        rows.append(nl.multiply(tiles[n - 1 - j], 2.0))
+        nl.store(out[j * 32:(j + 1) * 32, :], value=rows[0])
+    return out
+
+
+def test_a_list_of_tiles_indexed_by_a_loop_variable(mode):
+    x = f32(128, 16)
+    want = np.concatenate([x[k * 32:(k + 1) * 32] for k in reversed(range(4))]) * 2
+    np.testing.assert_array_equal(listed_tiles(x, mode=mode), want)
+
+
+def test_range_of_an_axis_index_is_still_an_error():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        ip = nl.arange(x.shape[0])[:, None]
+        for _ in range(ip):
+            pass
+        return out
+    with pytest.raises(errors.NkiLiteError) as e:
+        k(f32(8, 8))
+    assert e.value.code == "NL-E802"

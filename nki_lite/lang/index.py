@@ -20,7 +20,7 @@ from ..loc import capture_loc
 from ..core.affine import Affine, Cmp, Mask, axis_var
 from .api import api
 
-from .tracer import UnrollRequest, active, user_text
+from .tracer import LIST_BUILDERS, UnrollRequest, active, user_text
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -137,10 +137,13 @@ class Index:
                    "when the kernel runs")
 
     def __index__(self):
-        raise _err("control_flow_on_index",
-                   f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
-                   "(range(), list index, int())",
-                   "use nl.static_range to unroll, or index tiles with the variable directly")
+        error = _err("control_flow_on_index",
+                     f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
+                     "(range(), list index, int())",
+                     "use nl.static_range to unroll, or index tiles with the variable directly")
+        # only loop variables (a Python list of tiles indexed by them, `tiles[bm][k]`): unroll those loops
+        _unroll_for({v for v, _ in self.expr.terms}, error, lists=True)
+        raise error
 
     __int__ = __index__
 
@@ -198,16 +201,23 @@ class Predicate:
                      f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
                      "only known when the kernel runs",
                      "pass the comparison as mask= to the instruction instead of using if/while")
-        variables = {v for c in self.mask.terms for v, _ in c.expr.terms}
-        tr = active()
-        if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
-            locs = tr.open_loop_locs(variables)
-            if locs and not locs <= tr.unroll_locs:     # only loop variables: unroll those loops
-                raise UnrollRequest(locs, error)
+        _unroll_for({v for c in self.mask.terms for v, _ in c.expr.terms}, error)
         raise error
 
     def __repr__(self):
         return f"Predicate({self.mask})"
+
+
+def _unroll_for(variables: set, error: Exception, lists: bool = False) -> None:
+    """Python needs the concrete value of an expression of symbolic loop variables only (a branch, a
+    list index): ask lang/trace.py to trace again with those loops unrolled (tracer.UnrollRequest), as
+    NKI's simulator runs them in Python; for a list index (`lists`) the loops that build Python lists
+    unroll too, so the list has an entry per iteration. Axis variables and program ids: return."""
+    tr = active()
+    if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
+        locs = tr.open_loop_locs(variables) | ({LIST_BUILDERS} if lists else set())
+        if locs - {LIST_BUILDERS} and not locs <= tr.unroll_locs:
+            raise UnrollRequest(locs, error)
 
 
 def as_index(x) -> "Index":

@@ -14,7 +14,8 @@ from ..loc import capture_loc
 from ..core.affine import Affine
 from .api import api
 from .index import Index
-from .tracer import current, user_text
+from .source import loop_builds_list
+from .tracer import LIST_BUILDERS, current, user_text
 
 
 def _bounds(args, name: str, loc) -> tuple[int, int, int]:
@@ -36,7 +37,8 @@ def _symbolic_range(args, kind: str, name: str):
     loc = capture_loc(3)
     tr = current()
     start, step, trip = _bounds(args, name, loc)
-    if (loc.file, loc.line) in tr.unroll_locs:        # a loop whose variable steers Python control flow
+    if (loc.file, loc.line) in tr.unroll_locs or (LIST_BUILDERS in tr.unroll_locs and loop_builds_list(loc)):
+        # a loop whose variable steers Python control flow or indexes a Python list, or that builds one
         for v in range(trip):
             yield start + step * v
         return

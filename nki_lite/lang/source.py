@@ -234,6 +234,25 @@ def loop_target(loc: Loc) -> str | None:
     return None
 
 
+_LIST_BUILDING = frozenset({"append", "extend", "insert"})
+
+
+def loop_builds_list(loc: Loc) -> bool:
+    """Whether the body of the `for ... in` loop whose iterable is at `loc` grows a list that lives
+    across its iterations: `.append` / `.extend` / `.insert` on a name the body does not assign (a
+    list created inside the body is fresh per iteration and needs no unrolling of this loop)."""
+    if loc is None or loc.line <= 0:
+        return False
+    for node in reversed(stmt_at(loc.file, loc.line)):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and \
+                getattr(node.iter, "lineno", 0) <= loc.line <= (getattr(node.iter, "end_lineno", 0) or 0):
+            inside = [n for stmt in node.body for n in ast.walk(stmt)]
+            assigned = {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _LIST_BUILDING
+                       and not (isinstance(n.func.value, ast.Name) and n.func.value.id in assigned) for n in inside)
+    return False
+
+
 def unpack_shape_mismatch(exc: ValueError):
     """(loc, message) when `exc` is Python's "not enough / too many values to unpack" raised by kernel
     code unpacking a tensor's shape (`rows, cols = x.shape`); None for anything else."""

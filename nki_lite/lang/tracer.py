@@ -178,6 +178,11 @@ class Tracer:
                          tuple(self.consts.items()))
 
 
+# in UnrollRequest.locs / Tracer.unroll_locs: also unroll the loops whose body builds a Python list
+# (`tiles.append(t)`), so a list indexed by an unrolled loop's variable has one entry per iteration
+LIST_BUILDERS = ("<loops building Python lists>", 0)
+
+
 class UnrollRequest(Exception):
     """Raised while tracing when Python control flow depends on the variables of symbolic loops only
     (`if (i + 1) * 128 - 1 >= j * 512:`, a tile-level early exit): the kernel is traced again with

@@ -17,16 +17,7 @@ import nki_lite.isa as nisa
 import nki_lite.language as nl
 from nki_lite import errors
 
-RNG = np.random.default_rng(13)
-
-
-@pytest.fixture(params=("interpret", "jit"))
-def mode(request):
-    return request.param
-
-
-def f32(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
+from .test_corpus_patterns import RNG, f32, mode  # noqa: F401 - the shared backend fixture and inputs
 
 
 # ------------------------------------------------------------------------------ returning an SBUF tile

@@ -38,9 +38,10 @@ nki_lite.compat.install()
 
 
 def samples_getting_started(root: Path) -> None:
-    """nki-samples keeps the getting-started tensor add in tensor_addition/ (one [128, 512] tile)."""
+    """nki-samples keeps the getting-started tensor add in tensor_addition/: `nki_tensor_add` launches
+    the [128, 512]-tile kernel over its SPMD grid."""
     import check_aws_examples as ex
-    ex._tensor_add(root, "tensor_addition/tensor_addition_nki_kernels.py", "nki_tensor_add_kernel_", (128, 512))
+    ex._tensor_add(root, "tensor_addition/tensor_addition_nki_kernels.py", "nki_tensor_add", (256, 1024))
 
 
 samples_getting_started.__name__ = "getting_started"

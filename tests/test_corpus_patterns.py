@@ -331,12 +331,31 @@ def test_remainder_of_a_loop_variable_is_accepted_as_a_pe_tiling_hint(mode):
     np.testing.assert_allclose(k(g, h, mode=mode), want, rtol=1e-5, atol=1e-5)
 
 
-def test_remainder_of_a_loop_variable_as_an_index_is_an_error():
+def test_remainder_and_quotient_of_a_loop_variable_unroll_the_loop(mode):
+    """`buf[i % 2]` (double buffering) and `i // 2` of loop variables: the loop is traced unrolled, so
+    each is a constant per iteration (as NKI's simulator runs the loop in Python)."""
     @nki.jit
     def k(a):
         out = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
-        for i in nl.affine_range(4):
-            nl.store(out[i % 2], value=nl.load(a[i]))  # MARK-MOD
+        halves = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(4):
+            nl.store(out[i % 2], value=nl.load(a[i]))
+        for i in nl.sequential_range(4):
+            nl.store(halves[i // 2], value=nl.load(a[i]))
+        return out, halves
+    a = f32(4, 8)
+    out, halves = k(a, mode=mode)
+    np.testing.assert_array_equal(out, a[2:4])
+    np.testing.assert_array_equal(halves, a[[1, 3]])
+
+
+def test_remainder_of_an_axis_index_is_an_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        ip = nl.arange(2)[:, None]
+        jf = nl.arange(8)[None, :]
+        nl.store(out[ip % 2, jf], value=nl.load(a[ip, jf]))  # MARK-MOD
         return out
     with pytest.raises(errors.KernelSyntaxError, match="remainder") as ei:
         k(f32(4, 8))

@@ -103,13 +103,19 @@ class Index:
         if isinstance(other, int) and all(v % other == 0 for _, v in self.expr.terms) and self.expr.const % other == 0:
             return Index(Affine.make(self.expr.const // other, {k: v // other for k, v in self.expr.terms}),
                          self.ndim, self.extents)
-        raise _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
-                   "is not affine",
-                   "restructure the loop so indices are (loop variable) * constant + constant")
+        error = _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
+                     "is not affine",
+                     "restructure the loop so indices are (loop variable) * constant + constant")
+        _unroll_for({v for v, _ in self.expr.terms}, error)     # loop variables only: unroll those loops
+        raise error
 
     def __mod__(self, other):
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and self.expr.is_const:
             return Index(Affine(self.expr.const % int(other)))
+        # of loop variables only (`buf[i % 2]`, double buffering in nki-samples' attention tutorials):
+        # trace those loops unrolled, where the remainder is a constant per iteration
+        _unroll_for({v for v, _ in self.expr.terms},
+                    _err("bad_index", f"the remainder `{user_text(self.expr)} % {other!r}` is not affine"))
         # not affine: a value that can only feed hints such as nc_matmul(tile_position=...); any use as
         # an index, mask or shape is an error (NL-E807) naming the remainder
         return NonAffine(f"({self.expr}) % {other!r}")

@@ -331,6 +331,24 @@ def test_remainder_of_a_loop_variable_is_accepted_as_a_pe_tiling_hint(mode):
     np.testing.assert_allclose(k(g, h, mode=mode), want, rtol=1e-5, atol=1e-5)
 
 
+def test_remainder_and_quotient_of_a_loop_variable_unroll_the_loop(mode):
+    """`buf[i % 2]` (double buffering) and `i // 2` of loop variables: the loop is traced unrolled, so
+    each is a constant per iteration (as NKI's simulator runs the loop in Python)."""
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        halves = nl.ndarray((2, 8), a.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(4):
+            nl.store(out[i % 2], value=nl.load(a[i]))
+        for i in nl.sequential_range(4):
+            nl.store(halves[i // 2], value=nl.load(a[i]))
+        return out, halves
+    a = f32(4, 8)
+    out, halves = k(a, mode=mode)
+    np.testing.assert_array_equal(out, a[2:4])
+    np.testing.assert_array_equal(halves, a[[1, 3]])
+
+
 def test_remainder_of_a_loop_variable_as_an_index_unrolls_the_loop(mode):
     """`t[i % 2]` (nki-samples' double-buffered attention tutorial): i's loop is traced unrolled, so the remainder
     is an int (lang/index.py NonAffine); a remainder of an nl.arange index stays NL-E807 (below)."""

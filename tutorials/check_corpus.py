@@ -29,18 +29,55 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 import nki_lite.compat
 from nki_lite.tools import checkdir
 
 nki_lite.compat.install()
 
 
-def tutorial_checks(label: str, root: Path):
-    """The tutorial kernels, with tutorials/check_aws_examples.py's inputs and numpy references."""
+def samples_getting_started(root: Path) -> None:
+    """nki-samples keeps the getting-started tensor add in tensor_addition/: `nki_tensor_add` launches
+    the [128, 512]-tile kernel over its SPMD grid."""
     import check_aws_examples as ex
+    ex._tensor_add(root, "tensor_addition/tensor_addition_nki_kernels.py", "nki_tensor_add", (256, 1024))
 
+
+samples_getting_started.__name__ = "getting_started"
+
+
+def _attention_fwd(version: str):
+    """nki-samples' attention_fwd_performance tutorial kernels against the tutorial's own numpy
+    reference (test_attention.py's `numpy_attention`), with its shapes and tolerance (fp32, seqlen 128
+    for v1/v2, else 4096; atol 1e-2)."""
+    def check(root: Path) -> None:
+        import check_aws_examples as ex
+        m = ex.load(root, "attention_fwd_performance/test_attention.py")   # its import runs v1 once
+        seqlen = 128 if version in ("v1", "v2") else 4096
+        q, k, v = (ex.rng.uniform(-1, 1, (128, seqlen)).astype(np.float32) for _ in range(3))
+        want = m.numpy_attention(q, k, v)
+        got = getattr(m, f"attn_fwd_{version}")(q, k, v)
+        if not np.allclose(got, want, atol=1e-2):
+            raise AssertionError(f"mismatch: max abs error {np.max(np.abs(got - want)):.3g} (atol 1e-2)")
+    check.__name__ = f"attn_fwd_{version}"
+    return check
+
+
+def _checks_for(label: str):
+    import check_aws_examples as ex
+    if label != "samples-tutorials":
+        return ex.CHECKS
+    return ([samples_getting_started] + [c for c in ex.CHECKS if c.__name__ != "getting_started"]
+            + [_attention_fwd(v) for v in ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v8a", "v9", "v10",
+                                           "v11")])
+
+
+def tutorial_checks(label: str, root: Path):
+    """The tutorial kernels, with tutorials/check_aws_examples.py's inputs and numpy references (plus
+    nki-samples' own layout: its getting-started file and the attention_fwd_performance kernels)."""
     def run(mode: str, only: list[str]):
-        for check in ex.CHECKS:
+        for check in _checks_for(label):
             if only and not any(o in check.__name__ for o in only):
                 continue
             os.environ["NKI_LITE_MODE"] = mode

@@ -104,9 +104,11 @@ class Index:
         if isinstance(other, int) and all(v % other == 0 for _, v in self.expr.terms) and self.expr.const % other == 0:
             return Index(Affine.make(self.expr.const // other, {k: v // other for k, v in self.expr.terms}),
                          self.ndim, self.extents)
-        raise _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
-                   "is not affine",
-                   "restructure the loop so indices are (loop variable) * constant + constant")
+        error = _err("bad_index", f"integer division of a symbolic index (`{user_text(self.expr)}` // {other!r}) "
+                     "is not affine",
+                     "restructure the loop so indices are (loop variable) * constant + constant")
+        _unroll_for({v for v, _ in self.expr.terms}, error)     # loop variables only: unroll those loops
+        raise error
 
     def __mod__(self, other):
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and self.expr.is_const:
@@ -142,10 +144,9 @@ class Index:
                      f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
                      "(range(), list index, int())",
                      "use nl.static_range to unroll, or index tiles with the variable directly")
-        locs = list_index_unroll(self.expr.vars())      # a list of tiles indexed by loop variables
-        tr = active()
-        if locs and tr is not None and not locs <= tr.unroll_locs:
-            raise UnrollRequest(locs, error)
+        # a Python list of tiles indexed by loop variables (`tiles[bm][k]`): unroll the loops that index
+        # and fill that list (lang/list_loops.py)
+        _request_unroll(list_index_unroll(self.expr.vars()), error)
         raise error
 
     __int__ = __index__
@@ -204,16 +205,28 @@ class Predicate:
                      f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
                      "only known when the kernel runs",
                      "pass the comparison as mask= to the instruction instead of using if/while")
-        variables = {v for c in self.mask.terms for v, _ in c.expr.terms}
-        tr = active()
-        if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
-            locs = tr.open_loop_locs(variables)
-            if locs and not locs <= tr.unroll_locs:     # only loop variables: unroll those loops
-                raise UnrollRequest(locs, error)
+        _unroll_for({v for c in self.mask.terms for v, _ in c.expr.terms}, error)
         raise error
 
     def __repr__(self):
         return f"Predicate({self.mask})"
+
+
+def _unroll_for(variables: set, error: Exception) -> None:
+    """Python needs the concrete value of an expression of symbolic loop variables only (a branch,
+    `i // 2`, `i % 2` used as an index): ask lang/trace.py to trace again with those loops unrolled
+    (tracer.UnrollRequest), as NKI's simulator runs them in Python. Axis variables and program ids:
+    return, and the caller raises its error."""
+    tr = active()
+    if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
+        _request_unroll(tr.open_loop_locs(variables), error)
+
+
+def _request_unroll(locs, error: Exception) -> None:
+    """Raise UnrollRequest for `locs` (loop locations) unless they are empty or already unrolled."""
+    tr = active()
+    if locs and tr is not None and not locs <= tr.unroll_locs:
+        raise UnrollRequest(locs, error)
 
 
 def as_index(x) -> "Index":
@@ -322,11 +335,7 @@ class NonAffine:
         loop is a Python loop, `i % 2` is an int: the double-buffered tutorials), else NL-E807."""
         error = _err("bad_index", f"{self.text}: the remainder of a symbolic index is not affine",
                      "use an extra loop level or nl.mgrid over the split axes")
-        tr = active()
-        if tr is not None and self.variables and not any(v.startswith(("@", "pid")) for v in self.variables):
-            locs = tr.open_loop_locs(self.variables)
-            if locs and not locs <= tr.unroll_locs:
-                raise UnrollRequest(locs, error)
+        _unroll_for(set(self.variables), error)
         raise error
 
     __index__ = __int__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _fail

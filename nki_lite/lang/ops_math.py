@@ -25,7 +25,7 @@ from .index import Index
 from .masks import to_mask
 from .memory import ON_CHIP, new_buffer, resolve_dtype
 from .opnames import alu_name
-from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, provide_tile_ops
+from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, compose, provide_tile_ops
 from .tracer import attrs, current
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -397,6 +397,9 @@ def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> Pen
     tr = current()
     s = sbuf_operand(tile_operand(stationary, "stationary", op, loc), loc)
     m = sbuf_operand(tile_operand(moving, "moving", op, loc), loc)
+    rows = double_row_operands(s, m, extra.get("perf_mode"), loc)
+    if rows:
+        s, m = rows[0]
     if len(s.shape) != 2 or len(m.shape) != 2:
         raise errors.make("matmul_shape", f"{op} operands must be 2-D tiles: stationary {s.shape}, moving {m.shape}",
                           loc=loc)
@@ -407,8 +410,27 @@ def matmul_pending(stationary: Tile, moving: Tile, loc, op: str, **extra) -> Pen
         if t.dtype_name not in MATMUL_DTYPES:
             raise errors.make("dtype", f"{op} {role} dtype {t.dtype_name} is not a Tensor Engine input dtype "
                               f"(allowed: {', '.join(MATMUL_DTYPES)})", loc=loc)
-    return PendingMatmul(tr, (s.shape[1], m.shape[1]), (s.access, m.access),
-                         attrs(engine="tensor", **extra), loc)
+    pending = PendingMatmul(tr, (s.shape[1], m.shape[1]), (s.access, m.access),
+                            attrs(engine="tensor", **extra), loc)
+    pending.chain = tuple((a.access, b.access) for a, b in rows[1:])
+    return pending
+
+
+def double_row_operands(s: Tile, m: Tile, perf_mode, loc) -> list[tuple[Tile, Tile]]:
+    """`perf_mode="double_row*"` with 3-D operands stationary [K, 2, M], moving [K, 2, N] (the FP8
+    double-row mode packs two rows' element pairs per PE row; the legacy docs' example and test use
+    this layout): the product sums over K and the pair axis, [M, N] = sum_{k,l} s[k,l,:]^T m[k,l,:].
+    nki_lite returns the two [K, M] x [K, N] halves, l = 0 then l = 1, emitted as one accumulation
+    (that is the fp32 summation order). Any other operands: [] (the 2-D rules apply)."""
+    if not (isinstance(perf_mode, str) and perf_mode.startswith("double_row")) or len(s.shape) != 3 \
+            or len(m.shape) != 3:
+        return []
+    if s.shape[1] != 2 or m.shape[1] != 2:
+        raise errors.make("matmul_shape", f"perf_mode={perf_mode!r} with 3-D operands takes stationary [K, 2, M] "
+                          f"and moving [K, 2, N]; got {s.shape} and {m.shape}", loc=loc)
+    tr = current()
+    return [(Tile(tr, compose(s.access, (slice(None), l, slice(None)), tr), s.dtype_name),
+             Tile(tr, compose(m.access, (slice(None), l, slice(None)), tr), m.dtype_name)) for l in (0, 1)]
 
 
 @api("nl.matmul")

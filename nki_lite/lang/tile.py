@@ -353,21 +353,25 @@ class PendingMatmul(Tile):
         return self._access_cached is None and not self.consumed
 
     out_mask = None        # nc_matmul(mask=...): an ir.Mask over the [M, N] output
+    chain: tuple = ()      # further (stationary, moving) accesses accumulated after the first (double_row)
+
+    def _matmuls(self, dst: ir.Access, accumulate: bool) -> None:
+        for k, ins in enumerate((self._ins,) + self.chain):
+            self._tracer.emit_raw(ir.Instr("nc_matmul", (dst,), ins,
+                                           self._op_attrs + attrs(accumulate=accumulate or k > 0), None, self._loc))
 
     def emit_into(self, dst: ir.Access, accumulate: bool) -> None:
         tr = self._tracer
         tr.pending = None
         if self.out_mask is None:
-            tr.emit_raw(ir.Instr("nc_matmul", (dst,), self._ins,
-                                 self._op_attrs + attrs(accumulate=accumulate), None, self._loc))
+            self._matmuls(dst, accumulate)
             return
         # a masked matmul in existing IR ops: the product into a fresh PSUM tile, then a masked fp32
         # add into (or copy to) the destination; masked-off outputs are not written. The PSUM sum is
         # acc + (sum over k), the order the Tensor Engine's partial sums reach PSUM.
         buf = new_buffer(tr, self._shape, "float32", ir.Space.PSUM, "psum_masked", self._loc, raw=True)
         tmp = ir.Access.full(buf)
-        tr.emit_raw(ir.Instr("nc_matmul", (tmp,), self._ins, self._op_attrs + attrs(accumulate=False), None,
-                             self._loc))
+        self._matmuls(tmp, False)
         if accumulate:
             # matmul_group: this add is the masked matmul's accumulation into `dst` (passes/accumulation_start.py)
             tr.emit_raw(ir.Instr("tensor_tensor", (dst,), (dst, tmp),

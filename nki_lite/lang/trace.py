@@ -4,8 +4,9 @@ Contract: `trace(fn, bound, grid, target)` runs `fn` once with proxy tiles for i
 arguments (numpy arrays or nt.tensor placeholders become HBM input buffers named after the
 parameters) and passes every other argument through as a trace-time constant. The returned
 tensors (None, one, or a tuple/list) become the kernel's outputs. Rules checked here: returned
-values are whole HBM tensors; nt.mutable_tensor parameters are returned; no loop was left by
-break/return.
+values are whole HBM tensors, or whole on-chip tiles (NKI's simulator returns their contents, as in
+the documented `nisa.range_select` example: each is stored into a fresh HBM output at the return);
+nt.mutable_tensor parameters are returned; no loop was left by break/return.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from ..loc import Loc, UNKNOWN_LOC, _is_internal, capture_loc, frame_loc
 from ..core import ir
 from .tensor_spec import TensorSpec, is_mutable_annotation
 from ..core import dtypes as D
-from . import purity, source, syntax
+from . import boolops, purity, source, syntax
 from . import ops_memory  # noqa: F401 - it and ops_math fill tile.TILE_OPS, which every traced kernel needs
+from .memory import new_buffer
 from .tile import Tile
 from .tracer import Tracer, UnrollRequest, active
 
@@ -102,7 +104,7 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
             raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: "
                               "the loop body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
-        outputs, kind = _returned_tensors(result, loc)
+        outputs, kind = _returned_tensors(_copy_out_tiles(tr, result), loc)
         _mark_outputs(tr, sig, outputs, loc, outputs_in_params)
         return tr.freeze(tuple(outputs), kind, loc)
 
@@ -143,7 +145,7 @@ def _run_body(fn, sig: inspect.Signature, call_args: dict):
     syntax.check(sources)
     watched = purity.watch(sources)
     try:
-        result = fn(*args, **kwargs)
+        result = (boolops.rewritten(fn) or fn)(*args, **kwargs)
     except RecursionError as e:
         raise _recursion_error(e) from None
     except ValueError as e:
@@ -154,6 +156,22 @@ def _run_body(fn, sig: inspect.Signature, call_args: dict):
                           hint="pass a tensor of the expected rank (reshape it on the host)") from None
     purity.report(watched, fn.__name__)
     return result
+
+
+def _copy_out_tiles(tr: Tracer, result):
+    """Returned whole on-chip tiles become HBM outputs holding their final contents (one DMA each, at
+    the end of the kernel); everything else is returned as it is and checked by _returned_tensors."""
+    def out(v):
+        if not isinstance(v, Tile) or v.space == ir.Space.HBM or v.access != ir.Access.full(v.buf):
+            return v
+        buf = new_buffer(tr, v.shape, v.buf.dtype, ir.Space.HBM, f"{v.name}_out", v.buf.loc or UNKNOWN_LOC,
+                         hbm_kind="shared_hbm")
+        dst = Tile(tr, ir.Access.full(buf), v.dtype)
+        tr.emit(ir.Instr("dma_copy", (dst.access,), (v.access,), (("engine", "dma"),), None, v.buf.loc or UNKNOWN_LOC))
+        return dst
+    if isinstance(result, (tuple, list)):
+        return type(result)(out(v) for v in result)
+    return out(result)
 
 
 def _returned_tensors(result, loc: Loc) -> tuple[list[str], str]:

@@ -147,17 +147,15 @@ def _nc_matmul(m, instr, env):
     fused = m.dtype_of(s_acc) == "float32" or m.dtype_of(mv_acc) == "float32"
     K = s.shape[0]
     with np.errstate(all="ignore"):
-        if fused:
-            from ..numerics.fma import fma_f32
         if instr.attr("accumulate"):
             acc = m.read(dst, env, instr).astype(F32)
             start = 0
         else:
             acc = (s[0][:, None] * mv[0][None, :]).astype(F32)
             start = 1
-        for k in range(start, K):
-            if fused:
-                acc = fma_f32(s[k][:, None], mv[k][None, :], acc)
-            else:
-                acc = (acc + s[k][:, None] * mv[k][None, :]).astype(F32)
+        if fused:           # fp32 operands: one fused multiply-add per step (numerics/fma.py)
+            from ..numerics.fma import fma_outer_chain_f32
+            acc = fma_outer_chain_f32(s, mv, acc, start)
+        for k in range(start, K) if not fused else ():
+            acc = (acc + s[k][:, None] * mv[k][None, :]).astype(F32)
     m.write(dst, env, finish(acc, m.dtype_of(dst)), instr)

@@ -185,3 +185,21 @@ def test_capacity_rule_and_compaction_agree_on_the_loop():
     sc = block_scopes(Ctx.build(nested.trace(a)))
     assert sc["t"].blocks == 3 and sc["t"].keep == (1,) and sc["t"].loops[-1].trip == 4
     assert sc["acc"].blocks == 1 and len(sc["acc"].fills) == 1
+
+
+def test_huge_llvm_ir_is_optimised_at_o1_with_the_same_results(monkeypatch):
+    """Compile time of kernels Python loops unroll (lower/llvm/target.py effective_opt): over the size
+    threshold LLVM runs at -O1; the kernel computes the same bits."""
+    from nki_lite.lower.llvm import target
+    from nki_lite.runtime.compiled import CompiledKernel
+    a = np.random.default_rng(6).standard_normal((5, P, F)).astype(F32)
+    small = CompiledKernel(per_block.trace(a), False, opt=3)
+    assert small.module.opt_used == 3
+    monkeypatch.setattr(target, "HUGE_IR_CHARS", 1000)
+    huge = CompiledKernel(per_block.trace(a), False, opt=3)
+    assert huge.module.opt_used == 1 and huge.opt == 3           # the requested level keys the caches
+    outs = [ck.launch({"a": a.copy()}) for ck in (small, huge)]
+    assert outs[0].keys() == outs[1].keys() and outs[0]
+    for name in outs[0]:
+        np.testing.assert_array_equal(outs[0][name].view(np.uint32), outs[1][name].view(np.uint32))
+        np.testing.assert_array_equal(outs[0][name], a * F32(3))

@@ -27,7 +27,8 @@ F32 = np.float32
 def _every_pass(x, z):
     """One kernel that each pass rewrites: an empty copy (drop-empty), `r[...] = exp(t)` (fold-copies),
     a mask that always holds (drop-true-masks) on a load its reader can read through (forward-loads),
-    `+=` matmul into a fresh nl.ndarray PSUM tile (accumulation-start)."""
+    `+=` matmul into a fresh nl.ndarray PSUM tile (accumulation-start), a block tensor declared before
+    the loop whose blocks each belong to one iteration (compact-blocks)."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     zo = nl.ndarray(z.shape, dtype=z.dtype, buffer=nl.shared_hbm)
     mo = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
@@ -37,12 +38,12 @@ def _every_pass(x, z):
     ps += nisa.nc_matmul(xs, xs)
     nl.store(mo, nl.copy(ps))
     ip, ic = nl.mgrid[0:128, 0:64]
+    r = nl.ndarray((2, nl.par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
     for i in nl.affine_range(2):
         valid = i * 128 + ip < 256
         t = nl.load(x[i * 128 + ip, ic], mask=valid)
-        r = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
-        r[...] = nl.exp(t)
-        nl.store(out[i * 128 + ip, ic], value=r, mask=valid)
+        r[i] = nl.exp(t)
+        nl.store(out[i * 128 + ip, ic], value=r[i], mask=valid)
     return out, zo, mo
 
 
@@ -70,8 +71,9 @@ def test_pipeline_lists_shared_passes_before_backend_passes():
     assert len(set(pipeline.NAMES)) == len(pipeline.NAMES)
     shared = [p.shared for p in pipeline.PIPELINE]
     assert shared == sorted(shared, reverse=True)           # every shared pass precedes every specific one
-    # a backend-specific pass must be run by that backend: only the code generator calls run_backend
-    assert {b for p in pipeline.PIPELINE if not p.shared for b in p.backends} <= {"llvm"}
+    # a backend-specific pass must be run by that backend: the code generator and the interpreter
+    # (runtime/interpreter.py through pipeline.prepared) call run_backend; the engine model does not
+    assert {b for p in pipeline.PIPELINE if not p.shared for b in p.backends} <= {"llvm", "interpret"}
 
 
 @pytest.mark.parametrize("name", pipeline.NAMES)
@@ -97,6 +99,9 @@ def test_each_pass_does_its_rewrite():
     masked = [sum(i.mask is not None for i, _ in ir.walk(after[n].body)) for n in ("fold-copies", "drop-true-masks")]
     assert masked[0] > 0 and masked[1] == 0
     assert any(i.attr("forwarded") for i, _ in ir.walk(after["forward-loads"].body))
+    sbuf = [sorted(b.shape for b in after[n].buffers if b.space == ir.Space.SBUF)
+            for n in ("accumulation-start", "compact-blocks")]
+    assert (2, 128, 64) in sbuf[0] and (2, 128, 64) not in sbuf[1]     # r holds one block at a time
 
 
 def test_inspect_ir_without_after_is_what_every_backend_sees():
@@ -136,9 +141,12 @@ def test_runtime_and_codegen_run_the_pipeline_in_its_order(monkeypatch):
     def fresh(x, z):                          # a kernel no cache has seen
         return _every_pass.fn(x, z)
     run_both(fresh, _args())
-    # the trace runs the shared passes once; the JIT compile runs the llvm passes (the disk cache's
-    # layout check, when on, runs them too: each run is the list's order)
-    assert calls[:len(pipeline.NAMES)] == list(pipeline.NAMES)
+    # the trace runs the shared passes once; the interpreter its own (once per traced kernel), the JIT
+    # compile the llvm passes (the disk cache's layout check, when on, runs them too): each in the
+    # list's order
+    of = lambda backend: [p.name for p in pipeline.PIPELINE if not p.shared and backend in p.backends]  # noqa: E731
+    want = [p.name for p in pipeline.PIPELINE if p.shared] + of("interpret") + of("llvm")
+    assert calls[:len(want)] == want
     shared = [p.name for p in pipeline.PIPELINE if p.shared]
     assert calls.count(shared[0]) == 1
 

@@ -486,8 +486,11 @@ class LoopReduce:
     loop_indices only tells NKI's compiler which loops it may optimise across; it changes nothing
     here. The result has no value of its own: any other use is an error naming the line."""
 
-    def __init__(self, x, op: str, dtype, mask, loc):
+    def __init__(self, x, op: str, dtype, mask, loc, loop_indices=()):
         self.x, self.op, self.dtype, self.mask, self.loc = x, op, dtype, mask, loc
+        idx = loop_indices if isinstance(loop_indices, (list, tuple)) else [loop_indices]
+        self.vars = tuple(v for i in idx if isinstance(i, Index) and len(i.expr.terms) == 1
+                          and i.expr.const == 0 for v in i.expr.vars())
 
     def apply_into(self, view) -> None:
         want = resolve_dtype(self.dtype, self.loc) if self.dtype is not None else self.x.dtype_name
@@ -495,7 +498,29 @@ class LoopReduce:
             raise errors.make("dtype", f"nl.loop_reduce(dtype={want}) is assigned into '{view.name}' of dtype "
                               f"{view.dtype_name}: the destination is also the reduction's input",
                               loc=self.loc, hint="give the destination tile the reduction's dtype")
+        self._start(view)
         elementwise(self.op, self.x, view, None, self.mask, out=view, loc=self.loc)
+
+    def _start(self, view) -> None:
+        """A destination nothing wrote before (an nl.ndarray: uninitialised on-chip memory) starts at
+        op's identity before the outermost loop of loop_indices, as NKI's compiler starts the
+        reduction (public compiler-generated kernels, NKIBench's, reduce into nl.ndarray tiles and ran
+        on trn1; the docs' equivalent starts from nl.zeros). identity op x == x exactly (add: -0.0).
+        A destination indexed by a loop inside that loop is started over that whole dimension."""
+        ident = alu.REDUCE_IDENTITY.get(self.op)
+        tr = current()
+        if ident is None or not self.vars or D.INFO[view.dtype_name].is_int or self.mask is not None:
+            return
+        acc = view.access
+        depth = {b.loop["var"]: k for k, b in enumerate(tr.stack) if b.loop is not None}
+        j = builtins.min((depth[v] for v in self.vars if v in depth), default=None)
+        if j is None or builtins.any(acc.buffer == o.buffer and i.op != "alloc" for b in tr.stack
+                            for i, _ in ir.walk(tuple(b.nodes)) for o in i.outs):
+            return
+        whole = _hoisted(acc, tr.buffers[acc.buffer], {v for v, k in depth.items() if k >= j}, tr.var_extents)
+        if whole is not None:
+            tr.stack[j - 1].nodes.append(ir.Instr("memset", (whole,), (ir.Imm(float(ident), "float32"),),
+                                                  attrs(engine="vector"), None, self.loc))
 
     def __getattr__(self, name):
         raise errors.make("unsupported", "the result of nl.loop_reduce has no value of its own: assign it into "
@@ -503,12 +528,35 @@ class LoopReduce:
                           loc=self.__dict__.get("loc"))
 
 
+def _hoisted(acc: ir.Access, buf: ir.Buffer, inner: set, extents: dict) -> ir.Access | None:
+    """`acc` outside the loops of `inner`: a dimension indexed by one of them (alone, over the whole
+    dimension) becomes a whole-dimension axis; None when another index uses them."""
+    index, shape, axes = [], [], {}
+    for d, e in enumerate(acc.index):
+        vs = e.vars()
+        if vs & inner:
+            v = next(iter(vs))
+            if len(vs) != 1 or e != Affine.var(v) or extents.get(v) != buf.shape[d]:
+                return None
+            index.append(Affine.var(axis_var(len(shape))))
+            shape.append(buf.shape[d])
+            continue
+        sub = {}
+        for a in sorted(x for x in vs if x.startswith("@")):
+            if a not in axes:
+                axes[a] = len(shape)
+                shape.append(acc.shape[int(a[1:])])
+            sub[a] = Affine.var(axis_var(axes[a]))
+        index.append(e.subst(sub))
+    return ir.Access(acc.buffer, tuple(index), tuple(shape))
+
+
 @api("nl.loop_reduce")
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None) -> LoopReduce:
     loc = capture_loc(2)
     if not isinstance(x, Tile):
         raise errors.make("argument", f"nl.loop_reduce needs a tile, got {type(x).__name__}", loc=loc)
-    return LoopReduce(x, alu_name(op, loc), dtype, mask, loc)
+    return LoopReduce(x, alu_name(op, loc), dtype, mask, loc, loop_indices)
 
 
 # every nl function of this module, by name, for Tile's operators (`a + b` is nl.add(a, b))

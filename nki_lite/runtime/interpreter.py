@@ -22,6 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from ..core import ir
+from ..lower.passes.pipeline import prepared
 from . import interpret_compute, interpret_data, interpret_gather, interpret_reduce  # noqa: F401 - register the rules
 from . import interpret_partition, interpret_rng, interpret_select  # noqa: F401 - issue #13 batch 1
 from . import interpret_indirect  # noqa: F401 - indirect DMA, dynamic copies
@@ -30,6 +31,7 @@ from .debug_checks import machine_class
 
 def run(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute `kernel` on `inputs` (by parameter name); returns the outputs by buffer name."""
+    kernel = prepared(kernel, "interpret")       # the interpreter's passes (block tensors compacted)
     m = machine_class(kernel)(kernel, inputs)
     m.run()
     return {name: m.mem[name] for name in kernel.outputs}

@@ -87,6 +87,7 @@ class CompiledModule:
     object_code: bytes | None = None          # compile_object: the relocatable object that was loaded
     source: Callable[[], str] | None = None   # load_object: LLVM IR text, for inspection only
     opt: int = 3
+    opt_used: int | None = None               # the level LLVM ran at (effective_opt), when compiled here
     _rebuilt: "CompiledModule | None" = None
 
     def address(self, fn: str) -> int:
@@ -124,6 +125,16 @@ class CompiledModule:
         self._rebuilt = None
 
 
+# LLVM IR text beyond which -O2/-O3 cost minutes and -O1 seconds: a kernel that Python loops unroll
+# (NKIBench's rope: 3.4 MB of IR in 90 functions) is optimised at -O1 (results are identical at every
+# level; the code runs somewhat slower). The requested level still keys caches and disk entries.
+HUGE_IR_CHARS = 1 << 20
+
+
+def effective_opt(ir_text: str, opt: int) -> int:
+    return min(opt, 1) if len(ir_text) > HUGE_IR_CHARS else opt
+
+
 def _parse_and_optimise(ir_text: str, name: str, opt: int):
     """Parse, verify and run the new pass manager at `opt` (no fast-math anywhere). Caller holds
     _COMPILE_LOCK. Returns the module and the parse / optimise times in seconds."""
@@ -147,10 +158,11 @@ def _compile(ir_text: str, name: str, opt: int, object_code: bool) -> CompiledMo
     """compile_module / compile_object: parse, verify and optimise, then JIT-compile in memory or
     emit a relocatable object and load that (the disk cache's form)."""
     _init()
+    level = effective_opt(ir_text, opt)
     with _COMPILE_LOCK:
-        mod, parse_s, opt_s = _parse_and_optimise(ir_text, name, opt)
+        mod, parse_s, opt_s = _parse_and_optimise(ir_text, name, level)
         t2 = time.perf_counter()
-        tm = _target_machine(opt)
+        tm = _target_machine(level)
         if object_code:
             obj = tm.emit_object(mod)
             t3 = time.perf_counter()
@@ -162,9 +174,9 @@ def _compile(ir_text: str, name: str, opt: int, object_code: bool) -> CompiledMo
         t4 = time.perf_counter()
     times = {"parse_ms": parse_s * 1e3, "opt_ms": opt_s * 1e3, "codegen_ms": (t3 - t2) * 1e3}
     if not object_code:
-        return CompiledModule(name, engine, tm, mod, times)
+        return CompiledModule(name, engine, tm, mod, times, opt=opt, opt_used=level)
     times["load_ms"] = (t4 - t3) * 1e3
-    return CompiledModule(name, engine, tm, mod, times, object_code=obj, opt=opt)
+    return CompiledModule(name, engine, tm, mod, times, object_code=obj, opt=opt, opt_used=level)
 
 
 # ---------------------------------------------------------------- object code (the disk cache's unit)

@@ -7,7 +7,7 @@ Contract:
   The backend-specific passes that follow run after verification, on the verified kernel.
 - `run_shared(kernel)`: the passes for every backend (the runtime's `Kernel._traced`).
 - `run_backend(kernel, backend) -> (kernel, origin)`: the passes specific to `backend`, in order
-  (lower/llvm/codegen.py for "llvm"); `origin` maps id(rewritten instruction) to the traced one, so
+  (lower/llvm/codegen.py for "llvm"; runtime/interpreter.py through `prepared` for "interpret"); `origin` maps id(rewritten instruction) to the traced one, so
   run-time errors and disk-cache entries name the instruction the user wrote (origin.py).
 - `run_through(kernel, name)`: a freshly traced kernel after the passes up to and including `name`
   that apply to the backends of `name` — what `kernel.inspect_ir(..., after=name)` shows. An unknown
@@ -23,6 +23,7 @@ from typing import Callable
 from ... import errors
 from ...core.ir import Kernel
 from .accumulation_start import start_accumulation_groups
+from .compact_blocks import compact_blocks
 from .drop_empty import drop_empty
 from .fold_copies import fold_copies
 from .forward_loads import forward_loads
@@ -55,6 +56,8 @@ PIPELINE: tuple[Pass, ...] = (
          "`tmp = op(...); view[...] = tmp` becomes `view[...] = op(...)`"),
     Pass("accumulation-start", _untracked(start_accumulation_groups), BACKENDS,
          "a fresh PSUM tile first written by an accumulating matmul starts at zero (the group's first matmul overwrites)"),
+    Pass("compact-blocks", compact_blocks, frozenset({"interpret", "llvm"}),
+         "a block tensor whose blocks each belong to one loop iteration holds only that iteration's blocks"),
     Pass("drop-true-masks", drop_true_masks, frozenset({"llvm"}),
          "masks that hold over the whole iteration space are removed"),
     Pass("forward-loads", forward_loads, frozenset({"llvm"}),
@@ -72,6 +75,14 @@ def run_shared(kernel: Kernel) -> Kernel:
     for p in PIPELINE[:_first_specific]:
         kernel = p.run(kernel, origin)
     return kernel
+
+
+def prepared(kernel: Kernel, backend: str) -> Kernel:
+    """`run_backend(kernel, backend)[0]`, made once per kernel object (the interpreter's calls)."""
+    cache = kernel.__dict__.setdefault("_nki_lite_prepared", {})
+    if backend not in cache:
+        cache[backend] = run_backend(kernel, backend)[0]
+    return cache[backend]
 
 
 def run_backend(kernel: Kernel, backend: str) -> tuple[Kernel, dict]:

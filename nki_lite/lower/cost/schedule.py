@@ -43,7 +43,7 @@ from ..analysis.dependence import allocated_in
 from .periodic import Periodic
 from .plan import AccInfo, InstrInfo, Plan
 from .records import (MAX_EVENTS, QUEUE_HISTORY, TRIGGER_STREAMS, Event, Rec, Region, ScheduleResult,
-                      box_contains, union_length)
+                      box_contains, box_disjoint, union_length)
 from .rules import COMPUTE_ENGINES
 
 # How far back the compiler's scheduler may place an instruction into an idle gap of its engine,
@@ -177,15 +177,8 @@ class Simulator(Periodic):
                                 if tt is None:
                                     continue
                             else:
-                                if r.t + sem <= ready:
-                                    continue       # a plain box ends at r.t: it cannot raise the ready time
-                                for x, y, c, d in zip(r.lo, r.hi, lo, hi):
-                                    if x > d or y < c:
-                                        break
-                                else:
-                                    x = None
-                                if x is not None:
-                                    continue       # disjoint
+                                if r.t + sem <= ready or box_disjoint(r.lo, r.hi, lo, hi):
+                                    continue       # (a plain box ends at r.t: it cannot raise the ready time)
                                 tt = r.t
                             tt += lat_w[r.eng]
                             if tt > ready:

@@ -382,6 +382,8 @@ class Simulator(Periodic):
                           default=0.0) - self.window
             while k < len(iv) - 1 and iv[k][1] <= horizon:
                 k += 1
+            if len(iv) - k > QUEUE_HISTORY:
+                k = len(iv) - QUEUE_HISTORY
         if k:
             self.qfloor[q] = max(self.qfloor[q], iv[k - 1][1])
             del iv[:k]

@@ -92,6 +92,14 @@ def box_contains(olo, ohi, lo, hi):
     return True
 
 
+def box_disjoint(alo, ahi, blo, bhi) -> bool:
+    """Boxes [alo, ahi] and [blo, bhi] share no point."""
+    for a, b, c, d in zip(alo, ahi, blo, bhi):
+        if a > d or b < c:
+            return True
+    return False
+
+
 class Region:
     """The records of one buffer instance, bucketed by the block coordinates (the dimensions before
     the partition dimension, NKI's (B, P, F) layout) so that a tile access scans only its block."""

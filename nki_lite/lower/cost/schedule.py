@@ -43,7 +43,7 @@ from ..analysis.dependence import allocated_in
 from .periodic import Periodic
 from .plan import AccInfo, InstrInfo, Plan
 from .records import (MAX_EVENTS, QUEUE_HISTORY, TRIGGER_STREAMS, Event, Rec, Region, ScheduleResult,
-                      box_contains, union_length)
+                      box_contains, box_disjoint, union_length)
 from .rules import COMPUTE_ENGINES
 
 # How far back the compiler's scheduler may place an instruction into an idle gap of its engine,
@@ -133,10 +133,12 @@ class Simulator(Periodic):
         return (self._region(a, 0),)
 
     def _ready(self, inf: InstrInfo, eng: str, boxes_r, boxes_w) -> float:
+        # the hot path of the model: record tests and region look-ups are inlined (Rec.overlap_time,
+        # Region.lists_for do the same for the general case), in the same order, so results are identical
         ready = 0.0
         sem = self.sem
         lat_r, lat_w = self.lat_raw[eng], self.lat_war[eng]
-        self.producer = None
+        producer = None
         last = -1.0
         for a, (lo, hi) in zip(inf.reads, boxes_r):
             for reg in self._regions_for(a):
@@ -144,24 +146,40 @@ class Simulator(Periodic):
                     for r in ws:
                         if r.dead:
                             continue
-                        tt = r.overlap_time(lo, hi)
-                        if tt is None:
-                            continue
+                        if r.ranges:
+                            tt = r.overlap_time(lo, hi)
+                            if tt is None:
+                                continue
+                        else:
+                            for x, y, c, d in zip(r.lo, r.hi, lo, hi):
+                                if x > d or y < c:
+                                    break
+                            else:
+                                x = None
+                            if x is not None:
+                                continue           # disjoint
+                            tt = r.t
                         if tt > last:
-                            last, self.producer = tt, r.eng
+                            last, producer = tt, r.eng
                         tt += lat_r[r.eng]
                         if tt > ready:
                             ready = tt
+        self.producer = producer
         for a, (lo, hi) in zip(inf.writes, boxes_w):
             for reg in self._regions_for(a):
                 for pair in reg.lists_for(lo, hi):
                     for lst in pair:
                         for r in lst:
-                            if r.dead or (not r.ranges and r.t + sem <= ready):
-                                continue           # (a plain box ends at r.t: it cannot raise the ready time)
-                            tt = r.overlap_time(lo, hi)
-                            if tt is None:
+                            if r.dead:
                                 continue
+                            if r.ranges:
+                                tt = r.overlap_time(lo, hi)
+                                if tt is None:
+                                    continue
+                            else:
+                                if r.t + sem <= ready or box_disjoint(r.lo, r.hi, lo, hi):
+                                    continue       # (a plain box ends at r.t: it cannot raise the ready time)
+                                tt = r.t
                             tt += lat_w[r.eng]
                             if tt > ready:
                                 ready = tt
@@ -175,8 +193,10 @@ class Simulator(Periodic):
             c.append(rec)
 
     def _record(self, inf: InstrInfo, eng: str, end: float, boxes_r, boxes_w):
+        rotating, gen = self.rotating, self.gen
         for a, (lo, hi) in zip(inf.writes, boxes_w):
-            reg = self._region(a, self.gen[a.buf] if a.buf in self.rotating else 0)
+            rot = a.buf if a.buf in rotating else None
+            reg = self._region(a, gen[a.buf] if rot else 0)
             for pair in reg.lists_for(lo, hi):
                 for k, lst in enumerate(pair):
                     if not lst:
@@ -189,17 +209,17 @@ class Simulator(Periodic):
                             blo, bhi = r.bbox()
                         else:
                             blo, bhi = r.lo, r.hi
-                        if box_contains(blo, bhi, lo, hi) and (k == 0 or r.eng == eng or r.tmax() <= end):
+                        if (k == 0 or r.eng == eng or r.tmax() <= end) and box_contains(blo, bhi, lo, hi):
                             r.dead = True
                         else:
                             keep.append(r)
                     if len(keep) != len(lst):
                         lst[:] = keep
             home = reg.home_for(lo, hi)
-            rot = a.buf if a.buf in self.rotating else None
             self._add(home[0], Rec(lo, hi, end, eng, a.coef, (reg, 0), rot))
         for a, (lo, hi) in zip(inf.reads, boxes_r):
-            reg = self._region(a, self.gen[a.buf] if a.buf in self.rotating else 0)
+            rot = a.buf if a.buf in rotating else None
+            reg = self._region(a, gen[a.buf] if rot else 0)
             home = reg.home_for(lo, hi)
             rs = home[1]
             if rs:
@@ -210,7 +230,6 @@ class Simulator(Periodic):
                             box_contains(r.lo, r.hi, lo, hi):
                         r.dead = True
                         del rs[k]
-            rot = a.buf if a.buf in self.rotating else None
             self._add(rs, Rec(lo, hi, end, eng, a.coef, (reg, 1), rot))
 
     def _alloc(self, buf: str):
@@ -363,6 +382,8 @@ class Simulator(Periodic):
                           default=0.0) - self.window
             while k < len(iv) - 1 and iv[k][1] <= horizon:
                 k += 1
+            if len(iv) - k > QUEUE_HISTORY:
+                k = len(iv) - QUEUE_HISTORY
         if k:
             self.qfloor[q] = max(self.qfloor[q], iv[k - 1][1])
             del iv[:k]

@@ -135,9 +135,11 @@ class Index:
 
     # ---- things that cannot work at trace time
     def __bool__(self):
-        raise _err("control_flow_on_index",
-                   f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only known "
-                   "when the kernel runs")
+        error = _err("control_flow_on_index",
+                     f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only "
+                     "known when the kernel runs")
+        unroll_python_loops(self.expr.vars(), error)       # `if i:` / `not i` in the current dialect
+        raise error
 
     def __index__(self):
         error = _err("control_flow_on_index",
@@ -147,6 +149,7 @@ class Index:
         # a Python list of tiles indexed by loop variables (`tiles[bm][k]`): unroll the loops that index
         # and fill that list (lang/list_loops.py)
         _request_unroll(list_index_unroll(self.expr.vars()), error)
+        unroll_python_loops(self.expr.vars(), error)       # int(i), range(i), a list index in the current dialect
         raise error
 
     __int__ = __index__
@@ -219,6 +222,17 @@ def _unroll_for(variables: set, error: Exception) -> None:
     return, and the caller raises its error."""
     tr = active()
     if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
+        _request_unroll(tr.open_loop_locs(variables), error)
+
+
+def unroll_python_loops(variables, error: Exception) -> None:
+    """Python needs the value of an expression of loop variables (`if i:`, `int(i)`, `range(i + 1)`) and
+    every variable is a loop with Python semantics (the current dialect, lang/ranges.py `python_loop`):
+    trace again with those loops unrolled. Otherwise (a legacy loop, an arange axis, a program id)
+    return, and the caller raises its error (NL-E802)."""
+    tr = active()
+    variables = set(variables)
+    if tr is not None and variables and variables <= tr.python_loops:
         _request_unroll(tr.open_loop_locs(variables), error)
 
 

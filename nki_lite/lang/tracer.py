@@ -58,6 +58,7 @@ class Tracer:
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
         self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
+        self.python_loops: set[str] = set()           # loop variables of current-dialect loops (Python semantics)
         self.flat_buffers: set[str] = set()           # on-chip buffers stored [P, free size] (lang/flat_storage.py)
         self._token = None
 

@@ -117,6 +117,10 @@ class Index:
         # an index, mask or shape is an error (NL-E807) naming the remainder
         return NonAffine(f"({self.expr}) % {other!r}", frozenset(self.expr.vars()))
 
+    def __divmod__(self, other):
+        # Python's divmod(i, n) is (i // n, i % n): the same rules (a loop of the current dialect unrolls)
+        return self // other, self % other
+
     # ---- comparisons -> masks
     def _cmp(self, other, op: str) -> "Predicate":
         o = as_index(other)
@@ -203,6 +207,9 @@ class Predicate:
         raise _err("bad_mask", "only a single comparison can be negated with ~")
 
     def __bool__(self):
+        if all(c.expr.is_const for c in self.mask.terms):
+            # every side is a known int (e.g. program_id of a one-program launch): Python decides it now
+            return bool(all(c.evaluate({}, ()) for c in self.mask.terms))
         cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)
         error = _err("control_flow_on_index",
                      f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "

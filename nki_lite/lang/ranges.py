@@ -124,7 +124,9 @@ def program_id(axis: int = 0) -> Index:
     if not 0 <= axis < max(1, len(tr.grid)):
         raise errors.make("argument", f"program_id({axis}) outside a launch grid of rank {len(tr.grid)}",
                           loc=capture_loc(2))
-    if not tr.grid:
+    if not tr.grid or tr.grid[axis] == 1:
+        # one program along this axis (a kernel launched as kernel[1]): its id is the int 0, so Python
+        # control flow on it (the NKI Library's `if prg_id > 0:` sharding branches) is decided at trace time
         return Index(Affine(0))
     return Index(Affine.var(f"pid{axis}"))
 

@@ -120,6 +120,8 @@ def halves_and_last(x):
         half = i // 2
         t = nl.ndarray((4, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x[nl.ds(i * 4, 4), :])
+        if i == 0 or i == n - 1:               # `or` of two comparisons: Python's, once unrolled
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=1.0)
         if i < n - 1 and i % 2 == 0:
             nisa.dma_copy(dst=out[nl.ds(half * 4, 4), :], src=t)
         if i == n - 1:
@@ -160,6 +162,49 @@ def test_the_retrace_cap_keeps_its_error_at_the_line():
     e = ei.value
     assert e.name == "control_flow_on_index", str(e)
     assert f"{HERE}:{line_of('MARK-CAP')}:" in str(e), str(e)
+
+
+@nki.jit
+def pair_rows(x):
+    """divmod(i, 2) of a loop variable: (i // 2, i % 2) as ints (the library's tiling arithmetic)."""
+    out = nl.ndarray((x.shape[0] // 2, 2 * x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    w = x.shape[1]
+    for i in nl.affine_range(x.shape[0] // 4):
+        row, col = divmod(i, 2)
+        t = nl.ndarray((4, w), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[nl.ds(i * 4, 4), :])
+        nisa.dma_copy(dst=out[nl.ds(row * 4, 4), nl.ds(col * w, w)], src=t)
+    return out
+
+
+def test_divmod_of_a_loop_variable():
+    x = f32(16, 3)
+    want = np.concatenate([np.concatenate([x[8 * r:8 * r + 4], x[8 * r + 4:8 * r + 8]], axis=1) for r in range(2)])
+    np.testing.assert_array_equal(both(pair_rows, x), want)
+
+
+@nki.jit
+def shard_branch(x):
+    """The library's sharding idiom: `if prg_id > 0:` on nl.program_id(0)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    prg_id = nl.program_id(0)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if prg_id > 0 or prg_id == 1:  # MARK-PID
+        nisa.memset(t, value=0.0)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_program_id_of_a_one_program_launch_is_the_int_zero():
+    x = f32(8, 4)
+    for mode in MODES:
+        np.testing.assert_array_equal(shard_branch[1](x, mode=mode), x)
+    # two programs: the id is only known per program, which nki_lite does not trace one by one yet
+    # (the `or` of two symbolic comparisons is NL-E806, as a mask would be)
+    with pytest.raises(errors.NkiLiteError) as ei:
+        shard_branch[2](x)
+    assert ei.value.name == "bad_mask" and f"{HERE}:{line_of('MARK-PID')}:" in str(ei.value)
 
 
 # ---------------------------------------------------------------------------------- legacy dialect

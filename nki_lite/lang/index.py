@@ -206,8 +206,16 @@ class Predicate:
             return Predicate(Mask((Cmp(c.expr, neg),)), self.ndim, self.extents)
         raise _err("bad_mask", "only a single comparison can be negated with ~")
 
+    @property
+    def is_known(self) -> bool:
+        """Every side of every comparison is a known int (no variable)."""
+        return all(c.expr.is_const for c in self.mask.terms)
+
+    def variables(self) -> set:
+        return {v for c in self.mask.terms for v, _ in c.expr.terms}
+
     def __bool__(self):
-        if all(c.expr.is_const for c in self.mask.terms):
+        if self.is_known:
             # every side is a known int (e.g. program_id of a one-program launch): Python decides it now
             return bool(all(c.evaluate({}, ()) for c in self.mask.terms))
         cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)

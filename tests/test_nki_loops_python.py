@@ -192,14 +192,19 @@ def shard_branch(x):
     nisa.dma_copy(dst=t, src=x)
     if prg_id > 0 or prg_id == 1:  # MARK-PID
         nisa.memset(t, value=0.0)
+    halves = [x[:, 0:1], x[:, 1:2]]
+    if not prg_id:                                # a known int: truthiness and list index as Python's
+        nisa.dma_copy(dst=t[:, 0:1], src=halves[prg_id + 1])
     nisa.dma_copy(dst=out, src=t)
     return out
 
 
 def test_program_id_of_a_one_program_launch_is_the_int_zero():
     x = f32(8, 4)
+    want = x.copy()
+    want[:, 0] = x[:, 1]
     for mode in MODES:
-        np.testing.assert_array_equal(shard_branch[1](x, mode=mode), x)
+        np.testing.assert_array_equal(shard_branch[1](x, mode=mode), want)
     # two programs: the id is only known per program, which nki_lite does not trace one by one yet
     # (the `or` of two symbolic comparisons is NL-E806, as a mask would be)
     with pytest.raises(errors.NkiLiteError) as ei:

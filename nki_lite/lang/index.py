@@ -139,6 +139,8 @@ class Index:
 
     # ---- things that cannot work at trace time
     def __bool__(self):
+        if self.expr.is_const:              # a known int (program_id of a one-program launch, i // n of ints)
+            return bool(self.expr.const)
         error = _err("control_flow_on_index",
                      f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only "
                      "known when the kernel runs")
@@ -146,6 +148,8 @@ class Index:
         raise error
 
     def __index__(self):
+        if self.expr.is_const:
+            return int(self.expr.const)
         error = _err("control_flow_on_index",
                      f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
                      "(range(), list index, int())",

@@ -114,13 +114,16 @@ def reason(error: str) -> str:
         return "views (tensor view methods: the views branch)"
     if "NL-E106" in error:
         return "views (reshape of an on-chip tensor: the views branch)"
+    if ("NL-E802" in error or "NL-E807" in error) and "pid" in error:
+        return "Python control flow on nl.program_id (LNC=2 branches: programs traced one by one, not built)"
     if "NL-E802" in error or "NL-E807" in error:
-        return "views (loop variables steering Python: traced unrolled on the views branch)"
+        return "Python control flow on symbolic indices (NL-E802 / NL-E807)"
     if "NL-E913" in error:
         return "not built: " + error.split("]", 1)[-1].strip().split(" is not built")[0]
     if "Timeout" in error:
         return "over the case timeout"
-    if "AssertionError" in error or "mismatch" in error.lower() or "allclose" in error.lower():
+    if "[NL-" not in error and ("AssertionError" in error or "mismatch" in error.lower()
+                                or "allclose" in error.lower()):      # not NL-E103 shape_mismatch
         return "output differs from the reference"
     return "other: " + error[:120]
 

@@ -150,6 +150,9 @@ class Kernel:
     return_kind: str = "tuple"     # none | single | tuple
     loc: Loc | None = None
     consts: tuple[tuple[str, ConstData], ...] = ()   # data of const (nl.shared_constant) buffers
+    # parameters the kernel writes without returning them (the current dialect's in-place updates):
+    # the last entries of `outputs`, written back into the caller's arrays but not returned
+    written_back: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         return self.buffer_map[name]

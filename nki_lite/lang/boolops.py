@@ -9,7 +9,9 @@ meaning for plain values and combine masks:
 - `a and b`: `a & b` when `a` is an index comparison (`Predicate`) and `b` is one or a Python bool;
   otherwise Python's `a and b` (short-circuit kept: `b` is evaluated only when Python would).
 - `a or b`: a comparison `or` a Python bool is `True` / the comparison; two comparisons are `a | b`,
-  which is an NL-E806 error (masks are conjunctions); otherwise Python's `a or b`.
+  which is an NL-E806 error (masks are conjunctions) unless they compare current-dialect loop variables
+  only (then those loops are traced unrolled and `or` is Python's); otherwise Python's `a or b`.
+- A comparison of known ints (no variable left, e.g. a one-program launch's program_id) is a bool.
 
 Contract: `rewritten(fn)` is a function equal to `fn` but with those expressions rewritten, or None
 when nothing needs rewriting or the source is not available (then `fn` runs as it is). Line and
@@ -24,15 +26,21 @@ import types
 
 import numpy as np
 
-from .index import Predicate
+from .index import Predicate, unroll_python_loops
 from .source import function_node
 
 _RUNTIME = "__nki_lite_boolop__"
 
 
+def _decided(x):
+    """A comparison of known ints (a one-program launch's program_id) is a Python bool."""
+    return bool(x) if isinstance(x, Predicate) and x.is_known else x
+
+
 def _and(a, rest):
+    a = _decided(a)
     if isinstance(a, Predicate):
-        b = rest()
+        b = _decided(rest())
         if isinstance(b, (Predicate, bool, np.bool_)):
             return a & b
         return a and b                    # truth-tests the comparison: NL-E802 at the user's line
@@ -40,11 +48,19 @@ def _and(a, rest):
 
 
 def _or(a, rest):
+    a = _decided(a)
     if isinstance(a, Predicate):
-        b = rest()
+        b = _decided(rest())
         if isinstance(b, (bool, np.bool_)):
             return True if b else a
-        return a | b                      # NL-E806: masks are conjunctions
+        try:
+            return a | b                  # NL-E806: masks are conjunctions
+        except Exception as error:
+            if isinstance(b, Predicate):
+                # current-dialect loop variables only (`if i == 0 or i == n - 1:`): Python's `or` on
+                # ints once those loops are traced unrolled
+                unroll_python_loops(a.variables() | b.variables(), error)
+            raise
     return a or rest()
 
 

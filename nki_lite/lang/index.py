@@ -117,6 +117,10 @@ class Index:
         # an index, mask or shape is an error (NL-E807) naming the remainder
         return NonAffine(f"({self.expr}) % {other!r}", frozenset(self.expr.vars()))
 
+    def __divmod__(self, other):
+        # Python's divmod(i, n) is (i // n, i % n): the same rules (a loop of the current dialect unrolls)
+        return self // other, self % other
+
     # ---- comparisons -> masks
     def _cmp(self, other, op: str) -> "Predicate":
         o = as_index(other)
@@ -135,11 +139,17 @@ class Index:
 
     # ---- things that cannot work at trace time
     def __bool__(self):
-        raise _err("control_flow_on_index",
-                   f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only known "
-                   "when the kernel runs")
+        if self.expr.is_const:              # a known int (program_id of a one-program launch, i // n of ints)
+            return bool(self.expr.const)
+        error = _err("control_flow_on_index",
+                     f"Python control flow depends on the symbolic index `{user_text(self.expr)}`, whose value is only "
+                     "known when the kernel runs")
+        unroll_python_loops(self.expr.vars(), error)       # `if i:` / `not i` in the current dialect
+        raise error
 
     def __index__(self):
+        if self.expr.is_const:
+            return int(self.expr.const)
         error = _err("control_flow_on_index",
                      f"the symbolic index `{user_text(self.expr)}` was used where Python needs a concrete int "
                      "(range(), list index, int())",
@@ -147,6 +157,7 @@ class Index:
         # a Python list of tiles indexed by loop variables (`tiles[bm][k]`): unroll the loops that index
         # and fill that list (lang/list_loops.py)
         _request_unroll(list_index_unroll(self.expr.vars()), error)
+        unroll_python_loops(self.expr.vars(), error)       # int(i), range(i), a list index in the current dialect
         raise error
 
     __int__ = __index__
@@ -199,7 +210,18 @@ class Predicate:
             return Predicate(Mask((Cmp(c.expr, neg),)), self.ndim, self.extents)
         raise _err("bad_mask", "only a single comparison can be negated with ~")
 
+    @property
+    def is_known(self) -> bool:
+        """Every side of every comparison is a known int (no variable)."""
+        return all(c.expr.is_const for c in self.mask.terms)
+
+    def variables(self) -> set:
+        return {v for c in self.mask.terms for v, _ in c.expr.terms}
+
     def __bool__(self):
+        if self.is_known:
+            # every side is a known int (e.g. program_id of a one-program launch): Python decides it now
+            return bool(all(c.evaluate({}, ()) for c in self.mask.terms))
         cond = " & ".join(f"{user_text(c.expr)} {c.op} 0" for c in self.mask.terms)
         error = _err("control_flow_on_index",
                      f"Python control flow depends on a comparison of symbolic indices (`{cond}`), whose value is "
@@ -219,6 +241,17 @@ def _unroll_for(variables: set, error: Exception) -> None:
     return, and the caller raises its error."""
     tr = active()
     if tr is not None and variables and not any(v.startswith(("@", "pid")) for v in variables):
+        _request_unroll(tr.open_loop_locs(variables), error)
+
+
+def unroll_python_loops(variables, error: Exception) -> None:
+    """Python needs the value of an expression of loop variables (`if i:`, `int(i)`, `range(i + 1)`) and
+    every variable is a loop with Python semantics (the current dialect, lang/ranges.py `python_loop`):
+    trace again with those loops unrolled. Otherwise (a legacy loop, an arange axis, a program id)
+    return, and the caller raises its error (NL-E802)."""
+    tr = active()
+    variables = set(variables)
+    if tr is not None and variables and variables <= tr.python_loops:
         _request_unroll(tr.open_loop_locs(variables), error)
 
 

@@ -1,7 +1,10 @@
 """Loops and SPMD ids: nl.affine_range / sequential_range / static_range, program_id & co.
 
 Contract: `affine_range` and `sequential_range` yield ONE symbolic loop variable and record the
-body as an `ir.Loop` (the IR size does not depend on the trip count). `static_range` and Python's
+body as an `ir.Loop` (the IR size does not depend on the trip count). A loop marked `.python_loop()`
+(the current dialect's ranges, nki/language.py) has Python semantics: where Python needs its variable's
+value (`if i:`, `int(i)`, `range(i)`, a bound of an inner loop) the loop is traced unrolled
+(lang/index.py `unroll_python_loops`). `static_range` and Python's
 `range` unroll at trace time. `program_id(axis)` is a symbolic index over the launch grid;
 `num_programs` and `program_ndim` are trace-time ints.
 """
@@ -13,7 +16,7 @@ from .. import errors
 from ..loc import capture_loc
 from ..core.affine import Affine
 from .api import api
-from .index import Index
+from .index import Index, unroll_python_loops
 from .tracer import current, user_text
 
 
@@ -22,6 +25,9 @@ def _bounds(args, name: str, loc) -> tuple[int, int, int]:
         raise errors.make("bad_loop", f"{name} takes (stop), (start, stop) or (start, stop, step)", loc=loc)
     for a in args:
         if isinstance(a, Index):
+            unroll_python_loops(a.expr.vars(), errors.make(
+                "bad_loop", f"{name} bounds must be Python ints known at trace time, got the symbolic "
+                f"`{user_text(a.expr)}`", loc=loc))
             raise errors.make("bad_loop", f"{name} bounds must be Python ints known at trace time, got the symbolic "
                               f"`{user_text(a.expr)}`", loc=loc, hint="loop bounds cannot depend on other loop variables")
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
@@ -32,7 +38,7 @@ def _bounds(args, name: str, loc) -> tuple[int, int, int]:
     return r.start, r.step, len(r)
 
 
-def _symbolic_range(args, kind: str, name: str):
+def _symbolic_range(args, kind: str, name: str, python: bool):
     loc = capture_loc(3)
     tr = current()
     start, step, trip = _bounds(args, name, loc)
@@ -41,6 +47,8 @@ def _symbolic_range(args, kind: str, name: str):
             yield start + step * v
         return
     var = tr.open_loop(trip, kind, start, step, loc)
+    if python:
+        tr.python_loops.add(var)
     finished = False
     try:
         yield Index(Affine.make(start, {var: step}))
@@ -77,9 +85,15 @@ def _returning_from_body(loop_loc) -> bool:
 class _Range:
     def __init__(self, args, kind, name):
         self.args, self.kind, self.name = args, kind, name
+        self.python = False
+
+    def python_loop(self) -> "_Range":
+        """Give the loop Python semantics (the current dialect: NKI's ranges are aliases of range())."""
+        self.python = True
+        return self
 
     def __iter__(self):
-        return _symbolic_range(self.args, self.kind, self.name)
+        return _symbolic_range(self.args, self.kind, self.name, self.python)
 
     def __len__(self):
         return len(range(*self.args))
@@ -110,7 +124,9 @@ def program_id(axis: int = 0) -> Index:
     if not 0 <= axis < max(1, len(tr.grid)):
         raise errors.make("argument", f"program_id({axis}) outside a launch grid of rank {len(tr.grid)}",
                           loc=capture_loc(2))
-    if not tr.grid:
+    if not tr.grid or tr.grid[axis] == 1:
+        # one program along this axis (a kernel launched as kernel[1]): its id is the int 0, so Python
+        # control flow on it (the NKI Library's `if prg_id > 0:` sharding branches) is decided at trace time
         return Index(Affine(0))
     return Index(Affine.var(f"pid{axis}"))
 

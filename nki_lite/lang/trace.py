@@ -66,16 +66,18 @@ def _recursion_error(e: RecursionError):
 
 
 def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
-          outputs_in_params: bool = False) -> ir.Kernel:
+          outputs_in_params: bool = False, write_back_params: bool = False) -> ir.Kernel:
     """outputs_in_params: a legacy `nki.trace` kernel, whose outputs are tensors passed in — every
     parameter it writes is an output (written back into the caller's array), the rest stay read-only.
+    write_back_params: a current-dialect kernel, which may update its inputs in place — every parameter
+    it writes is written back into the caller's array (ir.Kernel.written_back unless returned).
 
     Loops whose variables steer Python control flow are traced unrolled (lang/tracer.UnrollRequest):
     the kernel is traced again with them unrolled, at most MAX_UNROLL_RETRACES times."""
     unroll: set = set()
     for _ in range(MAX_UNROLL_RETRACES):
         try:
-            return _trace_once(fn, bound, grid, target, outputs_in_params, frozenset(unroll))
+            return _trace_once(fn, bound, grid, target, outputs_in_params, frozenset(unroll), write_back_params)
         except UnrollRequest as u:
             last = u.error
             unroll |= u.locs
@@ -86,7 +88,7 @@ MAX_UNROLL_RETRACES = 8
 
 
 def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
-                outputs_in_params: bool, unroll_locs: frozenset) -> ir.Kernel:
+                outputs_in_params: bool, unroll_locs: frozenset, write_back_params: bool = False) -> ir.Kernel:
     loc = fn_loc(fn)
     outer = active()
     if outer is not None and outer.fn is fn:        # the kernel calls itself with trace-time constants only
@@ -98,13 +100,16 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
     tr.fn = fn
     sig = inspect.signature(fn)
     with tr:
-        call_args = _bind_params(tr, sig, bound, loc, outputs_in_params)
+        call_args = _bind_params(tr, sig, bound, loc, outputs_in_params or write_back_params)
         result = _run_body(fn, sig, call_args)
         if tr.broken_loop is not None:
             raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: "
                               "the loop body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
         outputs, kind = _returned_tensors(_copy_out_tiles(tr, result), loc)
+        if write_back_params:
+            outs, extra = _write_back_outputs(tr, outputs)
+            return tr.freeze(outs, kind, loc, written_back=extra)
         _mark_outputs(tr, sig, outputs, loc, outputs_in_params)
         return tr.freeze(tuple(outputs), kind, loc)
 
@@ -213,6 +218,21 @@ def _mark_outputs(tr: Tracer, sig: inspect.Signature, outputs: list[str], loc: L
         b = tr.buffers[name]
         if b.kind == "local":
             tr.buffers[name] = replace(b, kind="output")
+
+
+def _write_back_outputs(tr: Tracer, outputs: list[str]) -> tuple[tuple, tuple]:
+    """The current dialect: parameters the kernel writes stay mutable and are written back (appended
+    to the outputs when not returned); the others are read-only. No return is required of a written
+    parameter (torch-neuronx declares such in-place updates with mutates_args)."""
+    written = _written_buffers(tr.stack[0].nodes, tr.buffers)
+    extra = tuple(n for n in tr.params if n in written and n not in outputs)
+    for name in tr.params:
+        if name not in written:
+            tr.buffers[name] = replace(tr.buffers[name], mutable=False)
+    for name in outputs:
+        if tr.buffers[name].kind == "local":
+            tr.buffers[name] = replace(tr.buffers[name], kind="output")
+    return tuple(outputs) + extra, extra
 
 
 def _written_buffers(nodes, buffers) -> set[str]:

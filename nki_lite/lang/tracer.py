@@ -58,6 +58,7 @@ class Tracer:
         self._oversize: dict[str, Exception] = {}    # buffer -> its deferred partition_limit error
         self.fn = None                                # the kernel function being traced
         self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
+        self.python_loops: set[str] = set()           # loop variables of current-dialect loops (Python semantics)
         self.flat_buffers: set[str] = set()           # on-chip buffers stored [P, free size] (lang/flat_storage.py)
         self._token = None
 
@@ -168,7 +169,8 @@ class Tracer:
         self.stack[-1].nodes.append(ir.Loop(L["var"], L["trip"], L["kind"], tuple(body.nodes),
                                             L["start"], L["step"], L["loc"]))
 
-    def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None) -> ir.Kernel:
+    def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None,
+               written_back: tuple[str, ...] = ()) -> ir.Kernel:
         if self.pending is not None:
             self.pending.materialize()
         if self._oversize:
@@ -178,7 +180,7 @@ class Tracer:
         buffers, body = flatten_buffers(self.buffers, tuple(self.stack[0].nodes), self.flat_buffers)
         return ir.Kernel(self.name, tuple(self.params), outputs, tuple(buffers.values()),
                          body, self.grid, self.target, return_kind, loc,
-                         tuple(self.consts.items()))
+                         tuple(self.consts.items()), written_back)
 
 
 class UnrollRequest(Exception):

@@ -85,15 +85,17 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     return t
 
 
-# The reference's keyword names where nki_lite's legacy spelling differs (same behaviour otherwise).
+# The reference's keyword names where nki_lite's legacy spelling differs. The loops have Python semantics
+# (nki/get-started/about: the range helpers "are deprecated and behave as aliases of range()"): a loop
+# variable used as a Python value traces that loop unrolled (lang/ranges.py `python_loop`).
 @_instruction("nki.language.affine_range")
 def affine_range(start, stop=None, step=1):
-    return _legacy.affine_range(*_range_args(start, stop, step))
+    return _legacy.affine_range(*_range_args(start, stop, step)).python_loop()
 
 
 @_instruction("nki.language.sequential_range")
 def sequential_range(start, stop=None, step=1):
-    return _legacy.sequential_range(*_range_args(start, stop, step))
+    return _legacy.sequential_range(*_range_args(start, stop, step)).python_loop()
 
 
 @_instruction("nki.language.static_range")

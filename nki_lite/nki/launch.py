@@ -12,6 +12,9 @@ Contract:
 - `NKI_SIMULATOR=1` and `nki.simulate(kernel)(...)` run the kernel on nki_lite's default backend,
   which is what every call does anyway (nki_lite is a CPU simulator): simulate accepts a plain function
   (wrapped with nki.jit), a jitted kernel or a launched one (`nki.simulate(k[2])`).
+- A kernel may write its tensor parameters (in-place updates): each written parameter is written back
+  into the caller's array after the call, returned or not (lang/trace.py `write_back_params`); the
+  legacy dialect keeps its inputs immutable unless annotated nt.mutable_tensor (NL-E701).
 """
 from __future__ import annotations
 
@@ -74,9 +77,13 @@ def jit(fn=None, **options):
             if not options:
                 return f if isinstance(f, Kernel) else Kernel(f)
             f = f.fn                   # re-jitting with options: the options apply to the function
-        return Kernel(_bridge.Kernel(f, mode=options.pop("mode", None),
-                                     target=options.pop("target", None) or options.pop("platform_target", None),
-                                     **options))
+        inner = _bridge.Kernel(f, mode=options.pop("mode", None),
+                               target=options.pop("target", None) or options.pop("platform_target", None),
+                               **options)
+        # kernels may update their inputs in place (torch-neuronx declares such updates with
+        # mutates_args); the written parameters are written back to the caller's arrays
+        inner.write_back_params = True
+        return Kernel(inner)
     if fn is not None and callable(fn):
         return wrap(fn)
     return wrap

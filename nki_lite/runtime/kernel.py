@@ -60,6 +60,7 @@ class Kernel:
             raise errors.make("argument", f"unknown mode={mode!r}; use 'interpret' or 'jit'", loc=fn_loc(fn))
         self.mode = _LEGACY_MODES[mode]
         self.outputs_in_params = mode == "trace"    # legacy nki.trace kernels write tensors passed in
+        self.write_back_params = False               # current-dialect kernels may update inputs (nki/launch.py)
         self.target = _TARGET_ALIASES.get(target, target)
         if self.target is not None and self.target not in TARGETS:
             raise errors.make("argument", f"unknown target {target!r}; use one of {TARGETS}", loc=fn_loc(fn))
@@ -195,7 +196,8 @@ class Kernel:
         with gcpause.paused():                   # large acyclic IR: no collector passes over it
             try:
                 traced = trace(self.fn, bound, self.grid, target,
-                               outputs_in_params=getattr(self, "outputs_in_params", False))
+                               outputs_in_params=getattr(self, "outputs_in_params", False),
+                               write_back_params=getattr(self, "write_back_params", False))
             except (AttributeError, TypeError) as e:
                 if not isinstance(e, errors.NkiLiteError):
                     blame_sequence_argument(bound, e, fn_loc(self.fn))
@@ -220,7 +222,8 @@ class Kernel:
         if after is None:
             return ir.format(kernel)
         traced = trace(self.fn, self.bind(args, kwargs), self.grid, self.resolve_target(target),
-                       outputs_in_params=getattr(self, "outputs_in_params", False))
+                       outputs_in_params=getattr(self, "outputs_in_params", False),
+                       write_back_params=getattr(self, "write_back_params", False))
         return ir.format(passes.run_through(traced, after))
 
     # ---- running
@@ -271,7 +274,7 @@ class Kernel:
             b = kernel.buffer(name)
             if b.kind == "input" and b.mutable and results[name] is not bound.arguments[name]:
                 np.copyto(bound.arguments[name], results[name])
-        outs = tuple(results[n] for n in kernel.outputs)
+        outs = tuple(results[n] for n in kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)])
         if kernel.return_kind == "none":
             return None
         if kernel.return_kind == "single":

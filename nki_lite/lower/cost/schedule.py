@@ -335,11 +335,17 @@ class Simulator(Periodic):
         # no future DMA starts before the earliest trigger stream's last start: forget what ends earlier
         horizon = min(self.streams[st] if st == "sync" else max(self.streams[st], self.free[st])
                       for st in self.used_streams)
+        self._forget(q, horizon, QUEUE_HISTORY)
+
+    def _forget(self, q: int, horizon: float, cap: int | None) -> None:
+        """Drop lane q's intervals that end by `horizon` (always keeping the last) and all but the last
+        `cap`; the time they covered counts as busy from now on (qfloor)."""
+        iv = self.qbusy[q]
         k = 0
         while k < len(iv) - 1 and iv[k][1] <= horizon:
             k += 1
-        if len(iv) - k > QUEUE_HISTORY:
-            k = len(iv) - QUEUE_HISTORY
+        if cap is not None and len(iv) - k > cap:
+            k = len(iv) - cap
         if k:
             self.qfloor[q] = max(self.qfloor[q], iv[k - 1][1])
             del iv[:k]
@@ -372,21 +378,12 @@ class Simulator(Periodic):
                 iv[i:i + 2] = [(s, iv[i + 1][1])]
             if i and iv[i - 1][1] == s:
                 iv[i - 1:i + 1] = [(iv[i - 1][0], iv[i][1])]
-        k = 0
         if q == self.lane[eng]:
-            horizon = self.free[eng] - self.window
-            while k < len(iv) - 1 and iv[k][1] <= horizon:
-                k += 1
+            self._forget(q, self.free[eng] - self.window, None)
         else:           # a shared port: the earliest reach of the engines on it that have run
             horizon = min((self.free[x] for x in PORT_ENGINES[q - self.lane["port_sbuf_vg"]] if self.free[x] > 0),
                           default=0.0) - self.window
-            while k < len(iv) - 1 and iv[k][1] <= horizon:
-                k += 1
-            if len(iv) - k > QUEUE_HISTORY:
-                k = len(iv) - QUEUE_HISTORY
-        if k:
-            self.qfloor[q] = max(self.qfloor[q], iv[k - 1][1])
-            del iv[:k]
+            self._forget(q, horizon, QUEUE_HISTORY)
 
     def _qend(self, q: int) -> float:
         iv = self.qbusy[q]

@@ -95,7 +95,7 @@ def _smoke_explicit():
         "gather_flattened": lambda t: nl.gather_flattened(t, nl.zeros((t.shape[0], 3), dtype=nl.uint32)),
         "matmul": lambda t: nl.matmul(t, t, transpose_x=True),
         "broadcast_to": lambda t: nl.broadcast_to(t[:, 0:1], t.shape),
-        "shared_identity_matrix": lambda t: nl.load(nl.shared_identity_matrix(8, nl.float32)),
+        "shared_identity_matrix": lambda t: nl.shared_identity_matrix(8, nl.float32),   # an SBUF tensor
         "all": lambda t: nl.all(t > 0, axis=1),
         "device_print": lambda t: (nl.device_print("t", t), t)[1],
         "ds": lambda t: t[:, nl.ds(2, 4)],

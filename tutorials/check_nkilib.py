@@ -13,12 +13,16 @@ library's harness writes its artifacts beside the tests) and runs, from there,
 The library's own harness (test/utils/test_orchestrator.py, simulation_setup.py) then runs each kernel
 through `nki.cpu_simulate(kernel)[lnc]`, which the plugin (tutorials/nkilib_pytest_plugin.py) makes
 nki_lite's launch, and compares the outputs with the tests' own torch/numpy references. torch is needed
-by the tests (a CPU wheel in the venv; it is not an nki_lite dependency and CI does not run this).
+by the tests (a CPU wheel in the venv; it is not an nki_lite dependency and CI does not run this), and the
+library's harness imports pytest-html, fabric2, boto3, aws-embedded-metrics, allpairspy, plotext, filelock,
+debugpy, scipy, paramiko and attrs (pytest-timeout enforces --case-timeout).
 
 A "kernel" is a test file of test/integration/nkilib/** that has `@pytest.mark.fast` cases; it passes in
 a mode when every fast case that ran passed. By default the first --max-cases=3 fast cases of each file
 that the library's conftest does not skip as slow in simulation run (the full fast set takes hours on two
-shared cores); --max-cases=0 runs them all. A case over --case-timeout seconds fails. Multi-core kernels (MULTI_CORE below: collectives, LNC=2-only) are reported but not
+shared cores); --max-cases=0 runs them all. A file whose fast cases the library skips, all of them, as too
+large for AWS's CPU simulator runs its first --max-cases of them anyway (that skip is about the other
+simulator's speed; `--keep-slow-skips` keeps it). A case over --case-timeout seconds fails. Multi-core kernels (MULTI_CORE below: collectives, LNC=2-only) are reported but not
 counted among the single-core kernels. The summary prints, per mode, kernels passing / single-core
 kernels, then per kernel: pass / fail with the first error of its first failing case.
 Exits 0: the output is a report.
@@ -68,13 +72,15 @@ def fast_files(lib: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("test_*.py") if "pytest.mark.fast" in p.read_text())
 
 
-def run_mode(lib: Path, mode: str, only: list[str], timeout: int, case_timeout: int, max_cases: int) -> list[dict]:
+def run_mode(lib: Path, mode: str, only: list[str], timeout: int, case_timeout: int, max_cases: int,
+             unskip_slow: bool = True) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="nkilib-") as scratch:
         work = Path(scratch) / "lib"
         shutil.copytree(lib, work, ignore=shutil.ignore_patterns("neuron_test_output", "build", "__pycache__"))
         results = Path(scratch) / "results.jsonl"
         files = [f"{TESTS}/{f}" for f in fast_files(lib) if not only or any(o in f for o in only)]
         env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_RESULTS=str(results), NKILIB_MAX_CASES=str(max_cases),
+                   NKILIB_UNSKIP_SLOW_FILES="1" if unskip_slow else "0",
                    PYTHONPATH=os.pathsep.join([str(HERE), str(work / "src"), os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "pytest", "-p", "nkilib_pytest_plugin", "-p", "no:cacheprovider", "-q",
                "--test-mode", "simulation", "-m", "fast", "--continue-on-collection-errors",
@@ -181,12 +187,15 @@ def main(argv=None) -> int:
     ap.add_argument("--max-cases", type=int, default=3,
                     help="fast cases per test file (the first ones the library does not skip; 0: all)")
     ap.add_argument("--tests", action="store_true", help="also print every test case's outcome")
+    ap.add_argument("--keep-slow-skips", action="store_true",
+                    help="do not run files whose fast cases the library skips, all of them, as slow in simulation")
     a = ap.parse_args(argv)
     modes = [m for m in a.mode.split(",") if m]
     only = [o for o in a.only.split(",") if o]
     results = {}
     for m in modes:
-        entries = run_mode(a.libdir.resolve(), m, only, a.timeout, a.case_timeout, a.max_cases)
+        entries = run_mode(a.libdir.resolve(), m, only, a.timeout, a.case_timeout, a.max_cases,
+                           unskip_slow=not a.keep_slow_skips)
         if a.tests:
             for e in entries:
                 print(f"[{m}] {e['outcome']}: {e['id']}" + (f"  -- {e['error']}" if e["error"] else ""))

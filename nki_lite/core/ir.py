@@ -153,6 +153,9 @@ class Kernel:
     # parameters the kernel writes without returning them (the current dialect's in-place updates):
     # the last entries of `outputs`, written back into the caller's arrays but not returned
     written_back: tuple[str, ...] = ()
+    # returned whole HBM views (`return out.reshape(shape)`): (index in outputs, shape, dtype) -- the
+    # output is the view's root buffer, handed back to the caller reshaped / viewed as returned (no copy)
+    output_views: tuple[tuple[int, tuple[int, ...], str], ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         return self.buffer_map[name]

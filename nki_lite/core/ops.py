@@ -138,6 +138,8 @@ _TABLE = [
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("sequence_bounds", "[start, end) of each element's segment along the free axis (0 = padding)",
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    ("nonzero_with_count", "each row's nonzero positions (+ offset), padding, then the count",
+     "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
 ]
 for _name, _meaning, *_values in _TABLE:
     _op(_name, _meaning, **dict(zip(TRAITS, _values)))

@@ -8,6 +8,10 @@ instruction writing a fresh tile.
   element p of the reduced row); bitwise ops on integer tiles exactly.
 - sequence_bounds(segment_ids): [1, 2, N] = for each element of a [1, N] tile its segment's
   [start, end) (consecutive equal ids form a segment); id 0 is padding: start N, end -1.
+- emit_nonzero_with_count(dst, src, index_offset, padding_val) (the current dialect's
+  nisa.nonzero_with_count, nki/isa_wrappers.py): per row of a [Q, T] float32 / int32 src, the
+  positions of its nonzero elements (x != 0: NaN counts, -0.0 does not) plus index_offset, then
+  padding_val up to T, then the count, into the [Q, T + 1] int32 dst; written straight into dst.
 """
 from __future__ import annotations
 
@@ -66,3 +70,24 @@ def sequence_bounds(*, segment_ids, dtype=None):
     dst = result_access((1, 2, n), dt, loc)
     tr.emit(ir.Instr("sequence_bounds", (dst,), (t.access,), attrs(engine="gpsimd"), None, loc))
     return Tile(tr, dst, dt)
+
+
+def emit_nonzero_with_count(dst: Tile, src: Tile, index_offset: int, padding_val: int) -> None:
+    tr = current()
+    loc = capture_loc(3)
+    for what, t, ok in (("src", src, ("float32", "int32")), ("dst", dst, ("int32",))):
+        t = tile_operand(t, what, "nonzero_with_count", loc)
+        if t.space != ir.Space.SBUF or t.dtype_name not in ok:
+            raise errors.make("isa_operand", f"nisa.nonzero_with_count {what} must be an SBUF {' or '.join(ok)} "
+                              f"tensor; got {t.dtype_name} in {t.space.value}", loc=loc)
+    if len(src.shape) != 2 or tuple(dst.shape) != (src.shape[0], src.shape[1] + 1):
+        raise errors.make("shape_mismatch", f"nisa.nonzero_with_count: dst must be [P, T + 1] for src [P, T]; got "
+                          f"dst {tuple(dst.shape)}, src {tuple(src.shape)}", loc=loc,
+                          hint="the last element of each row is the count")
+    for what, v in (("index_offset", index_offset), ("padding_val", padding_val)):
+        if not isinstance(v, (int, np.integer)) or not -2 ** 31 <= int(v) < 2 ** 31:
+            raise errors.make("isa_operand", f"nisa.nonzero_with_count {what} must be an int32 constant; got {v!r}",
+                              loc=loc)
+    tr.emit(ir.Instr("nonzero_with_count", (dst.access,), (src.access,),
+                     attrs(engine="gpsimd", index_offset=int(index_offset), padding_val=int(padding_val)), None, loc))
+

@@ -106,12 +106,12 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
             raise errors.make("bad_loop", "break (or an early return) inside nl.affine_range or nl.sequential_range: "
                               "the loop body must run to completion in every iteration", loc=tr.broken_loop,
                               hint="use a mask= for partial work, or nl.static_range to unroll")
-        outputs, kind = _returned_tensors(_copy_out_tiles(tr, result), loc)
+        outputs, kind, views = _returned_tensors(tr, _copy_out_tiles(tr, result), loc)
         if write_back_params:
             outs, extra = _write_back_outputs(tr, outputs)
-            return tr.freeze(outs, kind, loc, written_back=extra)
+            return tr.freeze(outs, kind, loc, written_back=extra, output_views=views)
         _mark_outputs(tr, sig, outputs, loc, outputs_in_params)
-        return tr.freeze(tuple(outputs), kind, loc)
+        return tr.freeze(tuple(outputs), kind, loc, output_views=views)
 
 
 def _bind_params(tr: Tracer, sig: inspect.Signature, bound: inspect.BoundArguments, loc: Loc,
@@ -179,24 +179,37 @@ def _copy_out_tiles(tr: Tracer, result):
     return out(result)
 
 
-def _returned_tensors(result, loc: Loc) -> tuple[list[str], str]:
-    """The names of the returned HBM tensors (whole tensors only) and the return kind."""
+def _returned_tensors(tr: Tracer, result, loc: Loc) -> tuple[list[str], str, tuple]:
+    """The names of the returned HBM tensors, the return kind and the returned whole views. A whole
+    HBM view (`out.reshape(shape)`, `out.view(dtype)`: a view buffer covering all of its root) is
+    returned as its root, reshaped for the caller (Kernel.output_views); a part of a tensor is NL-E901."""
     if result is None:
         values, kind = [], "none"
     elif isinstance(result, (tuple, list)):
         values, kind = list(result), "tuple"
     else:
         values, kind = [result], "single"
-    outputs = []
+    outputs, views = [], []
     for v in values:
         if not isinstance(v, Tile) or v.space != ir.Space.HBM:
             raise errors.make("argument", f"a kernel returns HBM tensors (created with buffer=nl.shared_hbm); "
                               f"got {v!r}", loc=loc)
-        if v.access != ir.Access.full(v.buf) or v.buf.base is not None:
+        root = tr.buffers[v.buf.base] if v.buf.base is not None else v.buf
+        if v.access != ir.Access.full(v.buf) or not _whole_view(v.buf, root):
             raise errors.make("argument", f"the kernel returns a view of '{v.buf.base or v.name}'; return the "
-                              "whole tensor", loc=loc)
-        outputs.append(v.name)
-    return outputs, kind
+                              "whole tensor", loc=loc, hint="return the tensor itself or a reshape of all of it")
+        if root is not v.buf:
+            views.append((len(outputs), tuple(v.buf.shape), v.buf.dtype))
+        outputs.append(root.name)
+    return outputs, kind, tuple(views)
+
+
+def _whole_view(view: ir.Buffer, root: ir.Buffer) -> bool:
+    """A buffer that is its root, or an HBM view (reshape / dtype view) of all of the root's bytes."""
+    if view is root:
+        return True
+    nbytes = lambda b: b.size * D.INFO[b.dtype].itemsize
+    return view.kind == "view" and nbytes(view) == nbytes(root)
 
 
 def _mark_outputs(tr: Tracer, sig: inspect.Signature, outputs: list[str], loc: Loc, outputs_in_params: bool) -> None:

@@ -170,7 +170,7 @@ class Tracer:
                                             L["start"], L["step"], L["loc"]))
 
     def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None,
-               written_back: tuple[str, ...] = ()) -> ir.Kernel:
+               written_back: tuple[str, ...] = (), output_views: tuple = ()) -> ir.Kernel:
         if self.pending is not None:
             self.pending.materialize()
         if self._oversize:
@@ -180,7 +180,7 @@ class Tracer:
         buffers, body = flatten_buffers(self.buffers, tuple(self.stack[0].nodes), self.flat_buffers)
         return ir.Kernel(self.name, tuple(self.params), outputs, tuple(buffers.values()),
                          body, self.grid, self.target, return_kind, loc,
-                         tuple(self.consts.items()), written_back)
+                         tuple(self.consts.items()), written_back, output_views)
 
 
 class UnrollRequest(Exception):

@@ -35,6 +35,7 @@ from ..isa import gpsimd_engine, scalar_engine, tensor_engine, unknown_engine, v
 from ..loc import capture_loc
 from .. import language as _nl
 from . import _bridge, isa_affine
+from .conform import conform
 from .surface import fill, instruction, not_built_argument
 
 sync_engine = engine.sync
@@ -108,7 +109,8 @@ def _squeezed(t):
 
 @instruction("nki.isa.tensor_copy")
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
-    _put(_dst(dst, "nisa.tensor_copy"), _legacy.tensor_copy(src, dtype=dtype or _dt(dst), engine=engine))
+    d, src = conform(_dst(dst, "nisa.tensor_copy"), src)
+    _put(d, _legacy.tensor_copy(src, dtype=dtype or _dt(dst), engine=engine))
 
 
 @instruction("nki.isa.memset")
@@ -148,14 +150,15 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 
 @instruction("nki.isa.tensor_tensor")
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
-    _put(_dst(dst, "nisa.tensor_tensor"), _legacy.tensor_tensor(data1, data2, op, dtype=_dt(dst), engine=engine))
+    d, data1, data2 = conform(_dst(dst, "nisa.tensor_tensor"), data1, data2)
+    _put(d, _legacy.tensor_tensor(data1, data2, op, dtype=_dt(dst), engine=engine))
 
 
 @instruction("nki.isa.tensor_scalar")
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
-    _put(_dst(dst, "nisa.tensor_scalar"),
-         _legacy.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=_dt(dst), engine=engine))
+    d, data = conform(_dst(dst, "nisa.tensor_scalar"), data)
+    _put(d, _legacy.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=_dt(dst), engine=engine))
 
 
 @instruction("nki.isa.tensor_reduce")
@@ -169,9 +172,9 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
 @instruction("nki.isa.activation", partial={"reduce_cmd": _RESET})
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                name=None):
-    _put(_dst(dst, "nisa.activation"),
-         _legacy.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                            reduce_cmd=reduce_cmd, dtype=_dt(dst)))
+    d, data = conform(_dst(dst, "nisa.activation"), data)
+    _put(d, _legacy.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                               reduce_cmd=reduce_cmd, dtype=_dt(dst)))
 
 
 @instruction("nki.isa.activation_reduce")
@@ -198,9 +201,9 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
 @instruction("nki.isa.scalar_tensor_tensor")
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None,
                          dtype=None):
-    _put(_dst(dst, "nisa.scalar_tensor_tensor"),
-         _legacy.scalar_tensor_tensor(data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                      reverse0=reverse0, reverse1=reverse1, dtype=dtype or _dt(dst)))
+    d, data, operand0, operand1 = conform(_dst(dst, "nisa.scalar_tensor_tensor"), data, operand0, operand1)
+    _put(d, _legacy.scalar_tensor_tensor(data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                                         reverse0=reverse0, reverse1=reverse1, dtype=dtype or _dt(dst)))
 
 
 @instruction("nki.isa.tensor_tensor_scan")
@@ -211,7 +214,8 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
 
 @instruction("nki.isa.reciprocal")
 def reciprocal(dst, data, name=None):
-    _put(_dst(dst, "nisa.reciprocal"), _legacy.reciprocal(data, dtype=_dt(dst)))
+    d, data = conform(_dst(dst, "nisa.reciprocal"), data)
+    _put(d, _legacy.reciprocal(data, dtype=_dt(dst)))
 
 
 @instruction("nki.isa.bn_stats")
@@ -248,7 +252,8 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 
 # dst-first forms of further legacy instructions (isa_wrappers.py)
 from .isa_wrappers import (dma_transpose, dropout, exponential, local_gather, nc_match_replace8,  # noqa: E402,F401
-                           nc_stream_shuffle, range_select, select_reduce, tensor_partition_reduce)
+                           nc_stream_shuffle, nonzero_with_count, range_select, select_reduce,
+                           tensor_partition_reduce)
 
 NOT_BUILT = fill(globals(), "nki.isa")
 

@@ -4,9 +4,10 @@ Contract: each function takes the reference's parameters (nki_lite/nki/reference
 nki/api/nki/isa stubs), `dst` first, and is the legacy instruction written into dst,
 `dst[...] = legacy(operands, dtype=dst's dtype)` (or the legacy form that already takes dst), so it
 traces into the existing IR ops with their verification, interpreter, JIT and engine-model rules;
-nothing here adds an op. Errors name the kernel's line (the legacy instructions' own checks, NL-E914
-for a dst that is not a tensor of the kernel, NL-E916 for a documented argument value not built here,
-declared in the instruction's `partial=` and shown in docs/compat_nki.md).
+nothing here adds an op but nonzero_with_count (below). Errors name the kernel's line (the legacy
+instructions' own checks, NL-E914 for a dst that is not a tensor of the kernel, NL-E916 for a
+documented argument value not built here, declared in the instruction's `partial=` and shown in
+docs/compat_nki.md).
 
 - nc_stream_shuffle(dst, src, shuffle_mask): the legacy instruction, operands in the new order.
 - dma_transpose(dst, src, axes=None, ...): dst = legacy dma_transpose(src, axes); `priority` is a
@@ -19,10 +20,16 @@ declared in the instruction's `partial=` and shown in docs/compat_nki.md).
   (with reduce_op=add into reduce_res when given), so its cost is that of those two instructions.
   reduce_cmd other than idle / reset_reduce, or a non-zero reduce_init, is NL-E916 (accumulator
   registers carried across instructions are not modelled).
+- nonzero_with_count(dst, src, index_offset=0, padding_val=-1): a GpSimd instruction of its own (IR op
+  `nonzero_with_count`, lang/isa_partition.py). Each GpSimd core reads and writes only the first of its
+  16 partitions, so the op is traced on the views src[0:P:16] / dst[0:P:16]; dst's other partitions
+  are not modified, as the reference says.
 """
 from __future__ import annotations
 
 from .. import isa as _legacy
+from ..lang.isa_gather import CORE_PARTITIONS
+from ..lang.isa_partition import emit_nonzero_with_count
 from .. import language as _nl
 from ..isa import dge_mode, oob_mode, reduce_cmd
 from . import _bridge
@@ -114,3 +121,15 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
         d[...] = _legacy.activation(_nl.exp, shifted, dtype=d.dtype_name)
     else:
         d[...] = _legacy.activation(_nl.exp, shifted, reduce_op=_nl.add, reduce_res=reduce_res, dtype=d.dtype_name)
+
+
+@instruction("nki.isa.nonzero_with_count")
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    d = _dst(dst, "nisa.nonzero_with_count")
+    if not _bridge.is_tensor(src) or len(src.shape) != 2 or len(d.shape) != 2 or d.shape[0] != src.shape[0]:
+        raise errors.make("shape_mismatch", "nisa.nonzero_with_count: src [P, T] and dst [P, T + 1] with the same "
+                          f"partitions; got dst {getattr(d, 'shape', None)}, src {getattr(src, 'shape', None)}",
+                          loc=capture_loc())
+    step = CORE_PARTITIONS
+    emit_nonzero_with_count(d[0:d.shape[0]:step, :], src[0:src.shape[0]:step, :], index_offset, padding_val)
+

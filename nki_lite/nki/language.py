@@ -16,6 +16,8 @@ Contract:
 - Where the reference lists a parameter positionally that nki_lite's legacy form takes by keyword only
   (`dtype` of the math functions, `buffer` of zeros/ones/full, `keepdims` of reductions), the function
   here also takes it by position (one adapter, `_positional`).
+- `nl.shared_identity_matrix(n, dtype, dst=None)` is an SBUF tensor, as the reference says (the legacy one is
+  an HBM constant): the constant loaded into `dst` or a new SBUF tensor.
 - Every other name of the reference (reference.py) is a NotBuilt stub: NL-E913 when used.
 """
 from __future__ import annotations
@@ -122,6 +124,17 @@ def zeros_like(x, dtype=None, buffer=None, name=""):
 @_instruction("nki.language.empty_like")
 def empty_like(x, dtype=None, buffer=None, name=""):
     return _legacy.empty_like(x, dtype, buffer=buffer, name=name)
+
+
+@_instruction("nki.language.shared_identity_matrix")
+def shared_identity_matrix(n, dtype=_legacy.uint8, dst=None):
+    """The current dialect's identity is "an identity matrix in SBUF" (the legacy one is an HBM constant
+    that kernels load): the constant loaded once into `dst` or a new SBUF tensor."""
+    const = _legacy.shared_identity_matrix(n, dtype=dtype)
+    if dst is None:
+        dst = _legacy.ndarray(const.shape, const.dtype, buffer=sbuf)
+    dst[...] = _legacy.load(const)
+    return dst
 
 
 @_instruction("nki.language.device_print")

@@ -9,6 +9,9 @@ Contract:
   TypeError for what that path cannot key, which then takes the general path).
 - `out_problem`, `blame_sequence_argument`, `spec_text`, `check_options`: what is wrong with an
   `out=` array, a list passed as a tensor, a declared annotation, a decorator option — in words.
+- `as_returned(kernel, outs)` / `as_root(kernel, k, a)`: an output returned as a whole HBM view
+  (`return out.reshape(shape)`, Kernel.output_views) is handed back as that view of its root's array,
+  and a caller's `out=` array of the view's shape is viewed as the root (both without copies).
 """
 from __future__ import annotations
 
@@ -195,3 +198,29 @@ def check_options(options: dict, fn) -> None:
             raise errors.make("argument", f"unknown @nki.jit option {name}=", loc=fn_loc(fn),
                               hint=(f"did you mean {close[0]}=? " if close else "") +
                               "options: " + ", ".join(known))
+
+
+def as_returned(kernel: ir.Kernel, outs: tuple) -> tuple:
+    """The caller's view of each returned output (Kernel.output_views: reshape / dtype view, no copy)."""
+    if not kernel.output_views:
+        return outs
+    outs = list(outs)
+    for k, shape, dtype in kernel.output_views:
+        a = outs[k]
+        want = D.storage(dtype)
+        outs[k] = (a.view(want) if a.dtype != want else a).reshape(shape)
+    return tuple(outs)
+
+
+def as_root(kernel: ir.Kernel, k: int, a):
+    """A caller's out= array for returned output k, viewed as the root buffer the kernel writes (None
+    when the array cannot be viewed so without a copy: the caller's out_problem check then names it)."""
+    for i, _, _ in kernel.output_views:
+        if i == k and isinstance(a, np.ndarray) and a.flags.c_contiguous:
+            root = kernel.buffer(kernel.outputs[k])
+            want = D.storage(root.dtype)
+            try:
+                return (a.view(want) if a.dtype != want else a).reshape(root.shape)
+            except ValueError:
+                return a
+    return a

@@ -5,7 +5,8 @@ and result exactly in int64 (wrapping to the output width), otherwise in fp32 in
 reduction order (partition p is element p), then one rounding to the output dtype; masked-off
 elements are the identity and a column the mask excludes entirely is not written.
 sequence_bounds compares ids exactly (fp32 or int32) and writes start / end indices in the
-output dtype.
+output dtype. nonzero_with_count: per row, the positions p of src[row, p] != 0 (NaN is nonzero, -0.0 is
+not) plus index_offset, then padding_val, then the count, as int32 (offset + position wraps as int32 adds).
 """
 from __future__ import annotations
 
@@ -64,3 +65,23 @@ def _sequence_bounds(m, instr, env):
     start, end = bounds(ids)
     out = np.stack([start, end]).reshape(dst.shape)
     m.write(dst, env, round_to(out, m.dtype_of(dst)), instr, None)
+
+
+def nonzero_rows(x: np.ndarray, offset: int, pad: int) -> np.ndarray:
+    """[Q, T] -> [Q, T + 1] int32: each row's nonzero positions + offset, padding, the count."""
+    q, t = x.shape
+    out = np.full((q, t + 1), pad, np.int64)
+    for r in range(q):
+        pos = np.flatnonzero(x[r] != 0)
+        out[r, :pos.size] = pos + offset
+        out[r, t] = pos.size
+    return ((out + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)      # int32 wrap-around
+
+
+@rule("interpret", "nonzero_with_count")
+def _nonzero_with_count(m, instr, env):
+    dst, src = instr.out, instr.ins[0]
+    x = m.read(src, env, instr).reshape(src.shape)
+    out = nonzero_rows(x, instr.attr("index_offset"), instr.attr("padding_val"))
+    m.write(dst, env, out.reshape(dst.shape), instr, None)
+

@@ -32,8 +32,8 @@ from ..lower.passes import pipeline as passes
 from ..lower.verify import verify
 from ..lang.tensor_spec import TensorSpec
 from . import knobs
-from .binding import (as_tuple, blame_sequence_argument, check_options, const_key, fast_key, out_problem,
-                      outs_key, spec_text, to_array)
+from .binding import (as_returned, as_root, as_tuple, blame_sequence_argument, check_options, const_key,
+                      fast_key, out_problem, outs_key, spec_text, to_array)
 from .fastpath import cached_launcher
 from .notices import KnobChangedWarning, NkiLitePerformanceWarning, knob_text, warn_once
 
@@ -274,7 +274,7 @@ class Kernel:
             b = kernel.buffer(name)
             if b.kind == "input" and b.mutable and results[name] is not bound.arguments[name]:
                 np.copyto(bound.arguments[name], results[name])
-        outs = tuple(results[n] for n in kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)])
+        outs = as_returned(kernel, tuple(results[n] for n in kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)]))
         if kernel.return_kind == "none":
             return None
         if kernel.return_kind == "single":
@@ -346,6 +346,7 @@ class Kernel:
         res = {}
         for name, a in zip(names, arrays):
             b = kernel.buffer(name)
+            a = as_root(kernel, kernel.outputs.index(name), a)
             problem = out_problem(a, b)
             if problem:
                 raise errors.make("argument", f"out= array for '{name}' {problem}; it must be a writable "

@@ -1,6 +1,8 @@
 """llvm rules for partition_reduce and sequence_bounds (mirror runtime/interpret_partition.py:
 integer columns reduce exactly in i64, float columns in the 16-lane fp32 order with partition p as
-element p; sequence_bounds as a forward and a backward scan)."""
+element p; sequence_bounds as a forward and a backward scan; nonzero_with_count per row: the row
+filled with padding, then one pass storing select(x != 0, position + offset, padding) at the running
+count, then the count)."""
 from __future__ import annotations
 
 import contextlib
@@ -89,3 +91,30 @@ def _sequence_bounds(em, instr, ctx):
             B.emit(f"store {ty} {x}, ptr {prev_id}, align 8")
             em.store_raw(dst, {**ctx.env, axis_var(0): "0", axis_var(1): str(col), axis_var(2): i},
                          em.from_i64(b_, dt))
+
+
+@rule("llvm", "nonzero_with_count")
+def _nonzero_with_count(em, instr, ctx):
+    B = em.b
+    dst, src = instr.out, instr.ins[0]
+    em.check_bounds(instr, ctx, (dst, src), None)
+    rows, t = src.shape
+    dom = "i64" if D.INFO[em.dtype(src)].is_int else "f32"
+    off, pad, dt = instr.attr("index_offset"), instr.attr("padding_val"), em.dtype(dst)
+    cnt = em.entry_alloca("i64", "nzc")
+    with (B.loop(rows, "nzr") if rows > 1 else contextlib.nullcontext("0")) as r:
+        env = {**ctx.env, axis_var(0): r}
+        with B.loop(t + 1, "nzp") as j:
+            em.store_raw(dst, {**env, axis_var(1): j}, em.from_i64(str(pad), dt))
+        B.emit(f"store i64 0, ptr {cnt}, align 8")
+        with B.loop(t, "nzs") as i:
+            x = em.operand(src, {**env, axis_var(1): i}, dom)
+            # une: NaN counts as nonzero, -0.0 does not (the interpreter's x != 0)
+            nz = B.op(f"icmp ne i64 {x}, 0" if dom == "i64" else f"fcmp une float {x}, 0.0")
+            c = B.op(f"load i64, ptr {cnt}, align 8")
+            v = B.op(f"select i1 {nz}, i64 {B.op(f'add i64 {i}, {off}')}, i64 {pad}")
+            em.store_raw(dst, {**env, axis_var(1): c}, em.from_i64(v, dt))
+            one = B.op(f"zext i1 {nz} to i64")
+            B.emit(f"store i64 {B.op(f'add i64 {c}, {one}')}, ptr {cnt}, align 8")
+        em.store_raw(dst, {**env, axis_var(1): str(t)}, em.from_i64(B.op(f"load i64, ptr {cnt}, align 8"), dt))
+

@@ -110,9 +110,13 @@ class Periodic:
         serial0 = self.serial
         snaps, created_per_iter = [], []
         first = 0                    # iteration that snaps[0] describes
+        pre: dict = {}               # iteration -> its pre-loop input times, taken before it ran
+        deps = self._dep_accesses(loop)
         j = 0
         while j < T:
             env[var] = j
+            if deps and j - first >= W:     # (earlier iterations are never in a checked window)
+                pre[j] = self._pre_times(deps, env, serial0)
             mine: list = []
             self.created.append(mine)
             n_iv = (len(self.dma_iv), self.dma_extra)
@@ -132,7 +136,7 @@ class Periodic:
                 Q = (T - 1 - j) // p
                 Q = self._break_chunks(var, env, p, Q, j, jj, W)
                 if Q > 0 and not forced:
-                    Q = self._safe_chunks(loop, env, p, Q, j, serial0)
+                    Q = self._safe_chunks(loop, env, p, Q, j, serial0, pre)
                     Q = min(Q, self._queue_safe_chunks(snaps[jj] - snaps[jj - p]))
                 if Q > 0:
                     self._extrapolate(loop, p, Q, W, snaps, created_per_iter, per_iter, jj, forced)
@@ -213,25 +217,40 @@ class Periodic:
                             best = tt
         return best
 
-    def _safe_chunks(self, loop, env, p, Q, j, serial0):
+    def _pre_times(self, deps, env, serial0) -> list:
+        """Per loop-dependent access, the latest pre-loop record the iteration in `env` depends on
+        (`_ext_time`), taken before the iteration runs: its own writes may later retire those records."""
+        inner_vars = {l.var for _, _, inner in deps for l in inner}
+        for v in inner_vars:
+            env[v] = 0
+        out = [self._ext_time(a, kind, inner, env, serial0) for a, kind, inner in deps]
+        for v in inner_vars:
+            env.pop(v, None)
+        return out
+
+    def _safe_chunks(self, loop, env, p, Q, j, serial0, pre=None):
         """Largest Q' <= Q such that every input produced before the loop, for the iterations
         j-3p+1 .. j+Q'p, follows an arithmetic progression per phase (otherwise the periodic
-        extrapolation would miss it)."""
+        extrapolation would miss it). The iterations already simulated use the times they saw
+        (`pre`, taken before each ran: a write of the loop that covers a pre-loop record retires it,
+        and the times of the records under it would break the progression spuriously)."""
         deps = self._dep_accesses(loop)
         if not deps:
             return Q
+        pre = pre or {}
         var = loop.var
         lo_v = max(0, j - (MIN_SAMPLES - 1) * p + 1)
         hi_v = j + Q * p
         limit = hi_v
         saved = {l.var: env.get(l.var) for _, _, inner in deps for l in inner}
-        for a, kind, inner in deps:
+        for n, (a, kind, inner) in enumerate(deps):
             for l in inner:
                 env[l.var] = 0
             seqs: dict = {}
             for v in range(lo_v, hi_v + 1):
                 env[var] = v
-                seqs.setdefault(v % p, []).append((v, self._ext_time(a, kind, inner, env, serial0)))
+                t = pre[v][n] if v in pre else self._ext_time(a, kind, inner, env, serial0)
+                seqs.setdefault(v % p, []).append((v, t))
             for seq in seqs.values():
                 for k in range(2, len(seq)):
                     (v0, t0), (v1, t1), (v2, t2) = seq[k - 2], seq[k - 1], seq[k]
@@ -325,7 +344,11 @@ class Periodic:
                     continue
                 cs = r.coef.get(loop.var)
                 if r.rot not in per_iter and cs and any(cs):
-                    moving.append((r, tuple(c * p for c in cs), dt))
+                    # a record that moves with the loop: the skipped iterations' copies come from the
+                    # last period's records (an older window record's copies would repeat records of
+                    # simulated iterations or of those copies)
+                    if i > j - p:
+                        moving.append((r, tuple(c * p for c in cs), dt))
                 else:
                     r.t += Q * dt
         expand = len(moving) * Q <= EXPAND_RECORDS

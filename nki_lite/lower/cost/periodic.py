@@ -19,6 +19,7 @@ from itertools import chain
 import numpy as np
 
 from ...core.ir import Loop, walk
+from .nest import Iteration, iteration
 from .plan import AccInfo
 from .records import MAX_EVENTS, TRIGGER_STREAMS, Event, Rec, union_length
 from .rules import COMPUTE_ENGINES
@@ -40,10 +41,12 @@ def _close(a, b) -> bool:
 
 class Periodic:
     def _static(self, loop: Loop):
-        """Per loop: allocations per iteration of every buffer allocated inside it, and the number
-        of iterations W that hold the live physical copies of those buffers."""
+        """Per loop: allocations per iteration of every buffer allocated inside it, the number of
+        iterations W that hold the live physical copies of those buffers, the instructions per
+        iteration, and the iterations walked (nest.py: a uniform perfect nest is one loop)."""
         st = self._loop_static.get(id(loop))
         if st is None:
+            it = iteration(self.plan, loop) if self.extrapolate else None
             per_iter: dict = {"": 0}
 
             def count(nodes, mult):
@@ -54,13 +57,13 @@ class Periodic:
                         per_iter[n.out.buffer] = per_iter.get(n.out.buffer, 0) + mult
                     else:
                         per_iter[""] += mult
-            count(loop.body, 1)
+            count(it.body if it else loop.body, 1)
             work = per_iter.pop("")
             W = 1
             for b, k in per_iter.items():
                 if k:
                     W = max(W, math.ceil((self.slots.get(b, 1) + 1) / k))
-            st = self._loop_static[id(loop)] = (per_iter, W, work)
+            st = self._loop_static[id(loop)] = (per_iter, W, work, it)
         return st
 
     def _queue_layout(self):
@@ -95,14 +98,14 @@ class Periodic:
         return np.array(vals)
 
     def loop(self, loop: Loop, env):
-        T = loop.trip
-        var = loop.var
-        if T <= 0:
+        if loop.trip <= 0:
             return
-        per_iter, W, work = self._static(loop)
+        per_iter, W, work, it = self._static(loop)
+        T = it.trip if it else loop.trip
         periods = [p for p in (1, 2, 4, 8) if max(W, p) + (MIN_SAMPLES - 1) * p < T]
         if not periods or not self.extrapolate or T * work < MIN_EXTRAPOLATE_WORK:
-            for j in range(T):
+            var = loop.var
+            for j in range(loop.trip):
                 env[var] = j
                 self.nodes(loop.body, env)
             env.pop(var, None)
@@ -110,13 +113,17 @@ class Periodic:
         serial0 = self.serial
         snaps, created_per_iter = [], []
         first = 0                    # iteration that snaps[0] describes
+        pre: dict = {}               # iteration -> its pre-loop input times, taken before it ran
+        deps = self._dep_accesses(it)
         j = 0
         while j < T:
-            env[var] = j
+            it.set(env, j)
+            if deps and j - first >= W:     # (earlier iterations are never in a checked window)
+                pre[j] = self._pre_times(deps, env, serial0)
             mine: list = []
             self.created.append(mine)
             n_iv = (len(self.dma_iv), self.dma_extra)
-            self.nodes(loop.body, env)
+            self.nodes(it.body, env)
             self.created.pop()
             snaps.append(self._snapshot(mine))
             created_per_iter.append((mine, n_iv, self._rec_off))
@@ -130,17 +137,18 @@ class Periodic:
                     forced = p is not None
             if p is not None:
                 Q = (T - 1 - j) // p
-                Q = self._break_chunks(var, env, p, Q, j, jj, W)
+                if len(it.vars) == 1:        # (a flattened nest has no hoisting breaks: nest.py)
+                    Q = self._break_chunks(loop.var, env, p, Q, j, jj, W)
                 if Q > 0 and not forced:
-                    Q = self._safe_chunks(loop, env, p, Q, j, serial0)
+                    Q = self._safe_chunks(it, env, p, Q, j, serial0, pre)
                     Q = min(Q, self._queue_safe_chunks(snaps[jj] - snaps[jj - p]))
                 if Q > 0:
-                    self._extrapolate(loop, p, Q, W, snaps, created_per_iter, per_iter, jj, forced)
+                    self._extrapolate(it, p, Q, W, snaps, created_per_iter, per_iter, jj, forced, first)
                     j += Q * p
                     first = j + 1            # start detecting afresh after a jump
                     snaps, created_per_iter = [], []
             j += 1
-        env.pop(var, None)
+        it.clear(env)
 
     def _break_chunks(self, var, env, p, Q, j, jj, W) -> int:
         """Largest Q' <= Q whose skipped iterations j+1 .. j+Q'p, and the sampled window before them,
@@ -175,17 +183,17 @@ class Periodic:
         return max(0, Q)
 
     # ---- inputs from before the loop must continue the same progression
-    def _dep_accesses(self, loop: Loop):
-        st = self._loop_deps.get(id(loop))
+    def _dep_accesses(self, it: Iteration):
+        st = self._loop_deps.get(id(it.loop))
         if st is None:
             st = []
-            for ins, inner in walk(loop.body):
+            for ins, inner in walk(it.body):
                 inf = self.plan.info[id(ins)]
                 for kind, accs in ((0, inf.reads), (1, inf.writes)):
                     for a in accs:
-                        if loop.var in a.coef and any(a.coef[loop.var]):
+                        if it.moves(a.coef):
                             st.append((a, kind, inner))
-            self._loop_deps[id(loop)] = st
+            self._loop_deps[id(it.loop)] = st
         return st
 
     def _ext_time(self, a: AccInfo, kind: int, inner, env, serial0):
@@ -213,25 +221,39 @@ class Periodic:
                             best = tt
         return best
 
-    def _safe_chunks(self, loop, env, p, Q, j, serial0):
+    def _pre_times(self, deps, env, serial0) -> list:
+        """Per loop-dependent access, the latest pre-loop record the iteration in `env` depends on
+        (`_ext_time`), taken before the iteration runs: its own writes may later retire those records."""
+        inner_vars = {l.var for _, _, inner in deps for l in inner}
+        for v in inner_vars:
+            env[v] = 0
+        out = [self._ext_time(a, kind, inner, env, serial0) for a, kind, inner in deps]
+        for v in inner_vars:
+            env.pop(v, None)
+        return out
+
+    def _safe_chunks(self, it: Iteration, env, p, Q, j, serial0, pre=None):
         """Largest Q' <= Q such that every input produced before the loop, for the iterations
         j-3p+1 .. j+Q'p, follows an arithmetic progression per phase (otherwise the periodic
-        extrapolation would miss it)."""
-        deps = self._dep_accesses(loop)
+        extrapolation would miss it). The iterations already simulated use the times they saw
+        (`pre`, taken before each ran: a write of the loop that covers a pre-loop record retires it,
+        and the times of the records under it would break the progression spuriously)."""
+        deps = self._dep_accesses(it)
         if not deps:
             return Q
-        var = loop.var
+        pre = pre or {}
         lo_v = max(0, j - (MIN_SAMPLES - 1) * p + 1)
         hi_v = j + Q * p
         limit = hi_v
         saved = {l.var: env.get(l.var) for _, _, inner in deps for l in inner}
-        for a, kind, inner in deps:
+        for n, (a, kind, inner) in enumerate(deps):
             for l in inner:
                 env[l.var] = 0
             seqs: dict = {}
             for v in range(lo_v, hi_v + 1):
-                env[var] = v
-                seqs.setdefault(v % p, []).append((v, self._ext_time(a, kind, inner, env, serial0)))
+                it.set(env, v)
+                t = pre[v][n] if v in pre else self._ext_time(a, kind, inner, env, serial0)
+                seqs.setdefault(v % p, []).append((v, t))
             for seq in seqs.values():
                 for k in range(2, len(seq)):
                     (v0, t0), (v1, t1), (v2, t2) = seq[k - 2], seq[k - 1], seq[k]
@@ -244,7 +266,7 @@ class Periodic:
                     if not ok:
                         limit = min(limit, v2 - 1)
                         break
-        env[var] = j
+        it.set(env, j)
         for k, v in saved.items():
             if v is None:
                 env.pop(k, None)
@@ -292,7 +314,8 @@ class Periodic:
                 return p
         return None
 
-    def _extrapolate(self, loop, p, Q, W, snaps, created_per_iter, per_iter, j, forced):
+    def _extrapolate(self, it: Iteration, p, Q, W, snaps, created_per_iter, per_iter, j, forced, first=0):
+        loop = it.loop
         nr, nq = len(self.res_names), len(self.qidx)
         nres = nr + nq + len(TRIGGER_STREAMS)
         dres = snaps[j][:nres] - snaps[j - p][:nres]
@@ -323,24 +346,15 @@ class Periodic:
                 pos += 1 + 2 * len(r.ranges)
                 if r.dead:
                     continue
-                cs = r.coef.get(loop.var)
-                if r.rot not in per_iter and cs and any(cs):
-                    moving.append((r, tuple(c * p for c in cs), dt))
+                if r.rot not in per_iter and it.moves(r.coef):
+                    # a record that moves with the loop: the skipped iterations' copies come from the
+                    # last period's records (an older window record's copies would repeat records of
+                    # simulated iterations or of those copies)
+                    if i > j - p:
+                        moving.append((r, first + i, dt))
                 else:
                     r.t += Q * dt
-        expand = len(moving) * Q <= EXPAND_RECORDS
-        for r, shift, dt in moving:
-            if expand and not r.ranges:
-                # the skipped iterations' copies, as ordinary records (they stay prunable)
-                reg, k = r.home
-                for m in range(1, Q + 1):
-                    lo_m = tuple(a + m * c for a, c in zip(r.lo, shift))
-                    hi_m = tuple(a + m * c for a, c in zip(r.hi, shift))
-                    home = reg.home_for(lo_m, hi_m)
-                    self._add(home[k], Rec(lo_m, hi_m, r.t + m * dt, r.eng, r.coef, (reg, k), r.rot))
-            else:
-                r.ranges = r.ranges + ((shift, Q, dt),)
-                self._move_wide(r)      # a range record spans several blocks
+        self._copy_moving(it, moving, p, Q)
         # buffers allocated inside the loop: their live instances become the instances Q periods later
         for b, k in per_iter.items():
             G = Q * p * k
@@ -362,12 +376,54 @@ class Periodic:
         self.t_max = max([self.t_max] + [self.free[r] for r in COMPUTE_ENGINES] +
                          [self._qend(q) for q in self.qidx])
         if self.record_events and len(self.events) < MAX_EVENTS:
-            self.events.append(Event("steady state", f"{loop.var} x{Q * p} extrapolated", self.t_max - span, span,
+            self.events.append(Event("steady state", f"{it.name} x{Q * p} extrapolated", self.t_max - span, span,
                                      f"{loop.loc.file.rsplit('/', 1)[-1]}:{loop.loc.line}" if loop.loc else "",
                                      "", {"iterations": Q * p, "period": p, "forced": forced}))
-        self.extrapolations.append((loop.var, Q * p, p, forced))
+        self.extrapolations.append((it.name, Q * p, p, forced))
         if forced:
             self.approximate = True
+
+    def _copy_moving(self, it: Iteration, moving, p: int, Q: int):
+        """The skipped iterations' copies of the records that move with the loop: record r of
+        iteration f stands for iterations f + m p, m = 1..Q (as ordinary records while they are few,
+        else as range records: one per stretch of the inner loop for a flattened nest)."""
+        expand = len(moving) * Q <= EXPAND_RECORDS
+        for r, f, dt in moving:
+            reg, k = r.home
+            if expand and not r.ranges:
+                # the skipped iterations' copies, as ordinary records (they stay prunable)
+                for m in range(1, Q + 1):
+                    s = it.shift(r.coef, f, f + m * p) or (0,) * len(r.lo)
+                    lo_m = tuple(a + c for a, c in zip(r.lo, s))
+                    hi_m = tuple(a + c for a, c in zip(r.hi, s))
+                    home = reg.home_for(lo_m, hi_m)
+                    self._add(home[k], Rec(lo_m, hi_m, r.t + m * dt, r.eng, r.coef, (reg, k), r.rot))
+            elif len(it.vars) == 1:
+                cs = r.coef[it.loop.var]
+                r.ranges = r.ranges + ((tuple(c * p for c in cs), Q, dt),)
+                self._move_wide(r)      # a range record spans several blocks
+            else:
+                self._copy_stretches(it, r, f, dt, p, Q)
+
+    def _copy_stretches(self, it: Iteration, r: Rec, f: int, dt: float, p: int, Q: int):
+        """Range records for the copies m = 1..Q of r (iteration f) in a flattened nest: one per run
+        of copies with the same outer index (within it the box moves by p x the inner coefficient)."""
+        reg, k = r.home
+        step = tuple(c * p for c in r.coef.get(it.vars[1], (0,) * len(r.lo)))
+        m = 1
+        while m <= Q:
+            o = it.digits(f + m * p)[0]
+            n = 1
+            while m + n <= Q and it.digits(f + (m + n) * p)[0] == o:
+                n += 1
+            s = it.shift(r.coef, f, f + m * p) or (0,) * len(r.lo)
+            c = Rec(tuple(a + x for a, x in zip(r.lo, s)), tuple(a + x for a, x in zip(r.hi, s)),
+                    r.t + m * dt, r.eng, r.coef, (reg, k), r.rot)
+            c.ranges = r.ranges + (((step, n - 1, dt),) if n > 1 else ())
+            blo, bhi = c.bbox()
+            self._add(reg.wide[k] if reg.nb and list(blo[:reg.nb]) != list(bhi[:reg.nb])
+                      else reg.home_for(c.lo, c.hi)[k], c)
+            m += n
 
     @staticmethod
     def _move_wide(r: Rec):

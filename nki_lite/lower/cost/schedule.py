@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 
+from ... import gcpause
 from ...core.ir import Instr, Kernel, Loop
 from ...core.targets import Target
 from ..analysis.dependence import allocated_in
@@ -241,6 +242,17 @@ class Simulator(Periodic):
                 for lst in pair:
                     for r in lst:
                         r.dead = True
+                    lst.clear()            # (records refer to their region: no cycle left behind)
+
+    def _release(self):
+        """Empty every region's record lists: records and regions refer to each other, and with the
+        collector paused nothing else would free them."""
+        for reg in self.regions.values():
+            for pair in reg.all_lists():
+                for lst in pair:
+                    lst.clear()
+        self.regions.clear()
+        self.created.clear()
 
     # ---- one instruction
     def instr(self, ins: Instr, env):
@@ -399,7 +411,13 @@ class Simulator(Periodic):
 
     def run(self) -> ScheduleResult:
         env: dict = {}
-        self.nodes(self.plan.body, env)
+        # the records are millions of small objects: the cyclic collector's passes over them cost as
+        # much as the simulation (records and regions refer to each other; _release breaks the cycles)
+        with gcpause.paused():
+            try:
+                self.nodes(self.plan.body, env)
+            finally:
+                self._release()
         total = max([self.t_max] + [self.free[r] for r in COMPUTE_ENGINES] + [self._qend(q) for q in self.qidx])
         return ScheduleResult(total, self.events, min(total, union_length(self.dma_iv) + self.dma_extra), self.extrapolations,
                               self.sim_count, self.approximate)

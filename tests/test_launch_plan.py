@@ -11,7 +11,7 @@ import pytest
 import nki_lite as nki
 from nki_lite import config
 import nki_lite.language as nl
-from nki_lite.lower.llvm.launch_plan import LaunchPlan, region_chunks
+from nki_lite.lower.llvm.launch_plan import CHUNKS_PER_THREAD, LaunchPlan, region_chunks
 from nki_lite.lower.llvm.target import jit_supported
 from nki_lite.stdlib.elementwise import spmd_add
 
@@ -64,13 +64,18 @@ def test_prefill_lists_outputs_not_fully_written_and_every_output_in_debug_mode(
     assert _plan(spmd_add[4, 1], A, A, debug=True).prefill == frozenset(spmd_add[4, 1].trace(A, A).outputs)
 
 
-@pytest.mark.parametrize("n,threads", [(1, 1), (7, 3), (8, 8), (5, 2), (1000, 7)])
+@pytest.mark.parametrize("n,threads", [(1, 1), (7, 3), (8, 8), (5, 2), (1000, 7), (32, 2), (9, 1)])
 def test_chunks_cover_every_program_once_in_order(n, threads):
     plan = LaunchPlan("k", (), 0, n, True, False, (), frozenset(), False, (), ())
-    chunks = plan.program_chunks(plan.threads(threads))
-    assert chunks[0][0] == 0 and chunks[-1][1] == n and all(lo < hi for lo, hi in chunks)
-    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
-    assert len(region_chunks(n, threads)) == min(n, threads)
+    t = plan.threads(threads)
+    for chunks in (plan.program_chunks(t), region_chunks(n, threads)):
+        assert chunks[0][0] == 0 and chunks[-1][1] == n and all(lo < hi for lo, hi in chunks)
+        assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+        # several chunks per thread, so threads that finish early take the others' share; one on one thread
+        want = 1 if threads == 1 else min(n, threads * CHUNKS_PER_THREAD)
+        assert len(chunks) == want
+        sizes = [hi - lo for lo, hi in chunks]
+        assert max(sizes) - min(sizes) <= 1                 # even chunks
 
 
 def test_plan_round_trips_through_json():

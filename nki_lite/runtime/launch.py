@@ -12,8 +12,9 @@ Contract:
   (runtime/fastpath.py).
 - Serial calls run on the calling thread — except long-running ones (plan.long_running) made from
   the main thread, which run on a pool thread so Ctrl-C reaches the caller (threads.on_pool).
-  Parallel calls run the prologue here, contiguous chunks of programs on the pool (each thread
-  with its own private buffers and this thread's shared ones, lower/parallel.py), the epilogue here.
+  Parallel calls run the prologue here, contiguous chunks of programs on `threads` pool threads
+  that claim them in order (each thread with its own private buffers and this thread's shared
+  ones, lower/parallel.py), the epilogue here.
 """
 from __future__ import annotations
 
@@ -100,5 +101,5 @@ class Launch:
         native = self.native
         native.checked(native.run(args, 0, 0, 0, phases=1, dispatch=dispatch))
         shared = native.scratch().ptrs[0]
-        TH.on_pool(native, args, [(lo, hi, 2, shared, 0) for lo, hi in self.plan.program_chunks(threads)])
+        TH.on_pool(native, args, [(lo, hi, 2, shared, 0) for lo, hi in self.plan.program_chunks(threads)], threads)
         native.checked(native.run(args, 0, 0, 0, phases=4, dispatch=dispatch))

@@ -5,13 +5,15 @@ Contract:
 - `pool()` is the process's ThreadPoolExecutor (one thread per core, at least 2, all started), made
   on first use and re-made in a forked child. Native code releases the GIL.
 - `available()` is NKI_LITE_NUM_THREADS (0: one per core), read now.
-- `on_pool(native, args, jobs)` runs (lo, hi, phases, shared, dispatch) jobs on the pool while the calling
-  thread waits interruptibly: the first error sets the shared stop flag so the other jobs end at
-  their next program or loop iteration, and is raised (the lowest program's error); Ctrl-C sets the
-  flag too and re-raises. The native code checks the flag at every program and loop iteration.
+- `on_pool(native, args, jobs, workers=1)` runs (lo, hi, phases, shared, dispatch) jobs on `workers`
+  pool threads, each claiming the next unclaimed job in order until none is left (launch_plan's
+  chunks), while the calling thread waits interruptibly: the first error sets the shared stop flag
+  so the running jobs end at their next program or loop iteration and no job starts after it, and
+  is raised (the lowest program's error); Ctrl-C sets the flag too and re-raises. The native code
+  checks the flag at every program and loop iteration.
 - `Dispatcher(native)` is the `i32 (i64 region, ptr status)` callback of one kernel (abi.py): it runs
-  the region's iterations in chunks (launch_plan.region_chunks) on the calling thread and pool
-  helpers and returns 0, 1 (the first failing chunk's error copied into the caller's status) or 2
+  the region's iterations in chunks (launch_plan.region_chunks), claimed in order by the calling
+  thread and up to `available() - 1` pool helpers, and returns 0, 1 (the first failing chunk's error copied into the caller's status) or 2
   (stopped: another error or Ctrl-C). No exception ever crosses into native code.
 """
 from __future__ import annotations
@@ -76,22 +78,31 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_pool_after_fork)
 
 
-def on_pool(native, args, jobs: list) -> None:
+def on_pool(native, args, jobs: list, workers: int = 1) -> None:
     stop = np.zeros(1, dtype=np.int64)
+    claim = iter(range(len(jobs)))
+    lock = threading.Lock()
 
-    def work(lo, hi, phases, shared, dispatch):
-        rc, st = native.run(args, lo, hi, stop.ctypes.data, phases, shared, dispatch)
-        if rc == 1:
-            stop[0] = 1
-            return lo, st.copy()
-        return None
-    futures = [pool().submit(work, *job) for job in jobs]
+    def work():
+        failed = []
+        while not stop[0]:
+            with lock:
+                t = next(claim, None)
+            if t is None:
+                break
+            lo, hi, phases, shared, dispatch = jobs[t]
+            rc, st = native.run(args, lo, hi, stop.ctypes.data, phases, shared, dispatch)
+            if rc == 1:
+                stop[0] = 1
+                failed.append((lo, st.copy()))
+        return failed
+    futures = [pool().submit(work) for _ in range(max(1, min(workers, len(jobs))))]
     results = []
     try:
         for f in futures:
             while True:
                 try:
-                    results.append(f.result(timeout=0.2))
+                    results.extend(f.result(timeout=0.2))
                     break
                 except _FutureTimeout:
                     continue
@@ -100,9 +111,8 @@ def on_pool(native, args, jobs: list) -> None:
         for f in futures:
             f.exception()
         raise
-    failed = sorted((r for r in results if r is not None), key=lambda r: r[0])
-    if failed:
-        raise native.error(failed[0][1])
+    if results:
+        raise native.error(min(results, key=lambda r: r[0])[1])
 
 
 class Dispatcher:
@@ -130,13 +140,14 @@ class Dispatcher:
             stop = np.zeros(1, dtype=np.int64)
             stop_addr = stop.ctypes.data
         flag = np.ctypeslib.as_array((ctypes.c_int64 * 1).from_address(stop_addr))
-        bounds = region_chunks(trip, available())
+        threads = available()
+        bounds = region_chunks(trip, threads)
         results: list = [None] * len(bounds)
         claim = iter(range(len(bounds)))
         lock = threading.Lock()
 
         def participant():                               # chunks are claimed: an unstarted helper is cancelled
-            while True:
+            while not flag[0]:                           # after an error or Ctrl-C no chunk starts
                 with lock:
                     t = next(claim, None)
                 if t is None:
@@ -150,7 +161,7 @@ class Dispatcher:
                     if rc == 1:
                         flag[0] = 1
                     results[t] = (rc, st.copy())
-        helpers = [pool().submit(participant) for _ in range(len(bounds) - 1)]
+        helpers = [pool().submit(participant) for _ in range(min(threads, len(bounds)) - 1)]
         try:
             participant()
         except KeyboardInterrupt:                        # Ctrl-C between chunks: stop the helpers

@@ -7,8 +7,9 @@ Contract:
   fully written, the work estimate): one frozen `LaunchPlan`. The runtime executes it and never
   re-derives any of it from the IR.
 - `plan.threads(available)` is how many threads the programs run on, `plan.program_chunks(t)` /
-  `region_chunks(trip, t)` the contiguous ranges each thread runs (row-major linear program ids
-  or region iterations; results are identical for every split, lower/parallel.py).
+  `region_chunks(trip, t)` the contiguous ranges that `t` threads claim one at a time (row-major
+  linear program ids or region iterations; up to CHUNKS_PER_THREAD per thread, in order; results
+  are identical for every split, lower/parallel.py).
 - `plan.to_json(kernel)` / `LaunchPlan.from_json(meta, kernel)` carry a plan through the disk
   cache (error sites as indices into `ir.walk` order); `lower/llvm/plan_check.py` says whether a
   stored plan can belong to a kernel.
@@ -26,6 +27,13 @@ from .abi import STATUS_LOOPS, STATUS_WORDS
 # A call doing more element-steps than this (~10 ms of simple elementwise work on one core) runs on
 # a pool thread while the calling thread waits interruptibly, so Ctrl-C can stop it.
 LONG_RUNNING_ELEMENTS = 1 << 24
+
+# Chunks per thread of a parallel launch or region. One chunk per thread makes the call as slow as
+# its slowest thread: on the 2-core machine the half that follows the rows the previous call left in
+# L3 ran 15-50% faster than the other, and a thread preempted or woken late for a few ms stalled the
+# whole call. Threads claim chunks as they finish, so the early and fast ones take the late one's
+# share; a chunk costs one native call (microseconds), far below a chunk of these kernels.
+CHUNKS_PER_THREAD = 4
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class LaunchPlan:
         return max(1, min(self.n_programs, available))
 
     def program_chunks(self, threads: int) -> list[tuple[int, int]]:
-        return _chunks(self.n_programs, threads)
+        return _claimed(self.n_programs, threads)
 
     def to_json(self, kernel: ir.Kernel) -> dict | None:
         """JSON-able form (None if a site is not an instruction of `kernel`: unusable as an entry)."""
@@ -86,8 +94,14 @@ class LaunchPlan:
 
 
 def region_chunks(trip: int, threads: int) -> list[tuple[int, int]]:
-    """Iteration ranges of one run of a parallel region split over at most `threads` threads."""
-    return _chunks(trip, max(1, min(trip, threads)))
+    """Iteration ranges of one run of a parallel region, claimed by at most `threads` threads (one
+    range when `threads` is 1: the loop then runs in one call)."""
+    return _claimed(trip, threads)
+
+
+def _claimed(n: int, threads: int) -> list[tuple[int, int]]:
+    """`n` units in up to CHUNKS_PER_THREAD chunks per thread (one chunk for one thread)."""
+    return _chunks(n, max(1, min(n, threads * CHUNKS_PER_THREAD if threads > 1 else 1)))
 
 
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:

@@ -23,6 +23,7 @@ import nki_lite.language as nl
 import nki_lite.stdlib as S
 from nki_lite.core import dtypes as D
 from nki_lite.lower.llvm import matmul_chain as MC
+from nki_lite.lower.llvm import matmul_kernel as MK
 from nki_lite.lower.llvm.codegen import generate
 
 from .oracle import F32, assert_bits, fast, from_f64, storage
@@ -269,4 +270,68 @@ def test_stdlib_kernel_feeds_a_blocks_tiles_per_call():
     text = generate(call.kernel.trace(*call.args)).text
     sites = [ln for ln in text.splitlines() if "call void @nkl_mmk_" in ln]
     # (the M-block loop is a parallel region: its body is emitted in the region function and inline)
-    assert sites and all("@nkl_mmk_128x512x4_c_128x4f(" in s for s in sites), sites
+    assert sites and all("@nkl_mmk_128x512x4_c_128x4f_g" in s for s in sites), sites
+
+
+# ---------------------------------------------------------------- register-block geometry
+
+@pytest.fixture(params=[MK.WIDE, MK.NARROW], ids=lambda g: f"{g.lanes}x{g.mr}x{g.nr}")
+def geometry(request, monkeypatch):
+    """Every test using this runs with the micro-kernel compiled for both host geometries (AVX-512's
+    8 x 3 of 16 lanes and AVX2's 6 x 2 of 8 lanes both run on any x86-64 host: LLVM splits or
+    widens the vectors), a fresh compile each time (no disk or memory cache hit)."""
+    from nki_lite.runtime import jit
+    monkeypatch.setattr(MK, "host_geometry", lambda: request.param)
+    monkeypatch.setenv("NKI_LITE_DISK_CACHE", "0")
+    jit.CACHE.clear()
+    yield request.param
+    jit.CACHE.clear()
+
+
+@pytest.mark.parametrize("K, M, N", [(128, 1, 1), (300, 13, 47), (640, 7, 100), (1100, 128, 512),
+                                     (129, 50, 130), (257, 6, 16), (128, 8, 48)])
+def test_chain_geometries_equal_interpreter(geometry, K, M, N):
+    """Ragged rows (not a multiple of 6 or 8), ragged columns (not a multiple of 16 or 48), several
+    groups, fp32 and fp8 operands: the same bits in both geometries, and the code generated is the
+    geometry's (its name in the call site)."""
+    rng = np.random.default_rng(K * M + N)
+    for dts in (("float32", "float32"), ("float8_e4m3", "float8_e5m2")):
+        a, b = _inputs(rng, (K, M), dts[0]), _inputs(rng, (K, N), dts[1])
+        kern = _chain_kernel(K, M, N, True, None)
+        c0 = np.zeros((M, N), F32)
+        text = generate(kern.trace(a, b, c0)).text
+        g = geometry
+        assert f"_g{g.lanes}x{g.mr}x{g.nr}(" in text and f"<{g.lanes} x float>" in text
+        got, want = _both(kern, a, b, c0)
+        assert_bits(got, want, f"geometry {g} {dts} K={K} M={M} N={N}")
+
+
+def test_multi_tile_chain_geometries(geometry):
+    """stdlib.matmul's blocks (five PSUM tiles sharing the moving operand, a 44-row K tail, ragged
+    M and N) in both geometries."""
+    a = np.random.default_rng(5).standard_normal((300, 77)).astype(F32)
+    b = np.random.default_rng(6).standard_normal((300, 200)).astype(F32)
+    from nki_lite.runtime import jit
+    call = S.matmul.plan(np.ascontiguousarray(a.T.repeat(14, axis=0)[:1030]), b)
+    call.kernel._fast.clear()            # the module-level kernel's cached launchers (other geometry)
+    before = jit.CACHE.compiles
+    got, want = _both(call.kernel, *call.args)
+    assert jit.CACHE.compiles > before
+    text = generate(call.kernel.trace(*call.args)).text
+    assert "@nkl_mmk_128x512x5_" in text and f"_g{geometry.lanes}x{geometry.mr}x{geometry.nr}(" in text
+    assert_bits(got, want, f"stdlib matmul, geometry {geometry}")
+
+
+@pytest.mark.parametrize("avx512, want", [(True, MK.WIDE), (False, MK.NARROW)])
+def test_host_geometry_follows_avx512(monkeypatch, avx512, want):
+    """AVX-512 hosts get the 32-register block, AVX2-only hosts (16 registers) the 6 x 2 ymm block;
+    each block's accumulators, B vectors and broadcast fit its register file (no spills)."""
+    from nki_lite.lower.llvm import target
+    monkeypatch.setattr(target, "has_feature", lambda name: avx512 if name == "avx512f" else True)
+    MK.host_geometry.cache_clear()
+    try:
+        g = MK.host_geometry()
+    finally:
+        MK.host_geometry.cache_clear()
+    assert g == want
+    assert g.mr * g.nr + g.nr + 1 <= (32 if avx512 else 16)

@@ -3,7 +3,8 @@ the launch plan says, native code run serially, on threads or interruptibly as t
 
 Contract:
 - `Launch(native, plan, kernel)`; `output(name, provided=None)` is the array output `name` is
-  written into (new, or the caller's `out=` array), NaN-filled when the plan says it may not be
+  written into (new — from runtime/outpool.py: large outputs reuse the pages of dead ones — or the
+  caller's `out=` array), NaN-filled when the plan says it may not be
   fully written; `buffers(arrays)` orders inputs by name into the native argument list, adding
   constants and new outputs; `run(bufs, threads)` runs one call with at most `threads` threads.
 - `launch(arrays)` = buffers + run with NKI_LITE_NUM_THREADS read now: outputs by name (what
@@ -26,6 +27,7 @@ import numpy as np
 from .. import hostmem
 from ..core import dtypes as D
 from ..core import ir
+from . import outpool
 from . import threads as TH
 from .machine import fill_uninit
 
@@ -43,7 +45,7 @@ class Launch:
         shape, storage, dtype = self.out_specs[name]
         if provided is None:
             try:
-                a = np.empty(shape, storage)
+                a = outpool.empty(shape, storage)         # recycled pages: no first-touch faults
             except (MemoryError, ValueError):            # NL-E403 naming the output's line
                 a = hostmem.empty(shape, storage, f"output '{name}' {shape} ({dtype})", self.kernel.buffer(name).loc)
         else:

@@ -251,20 +251,20 @@ def to_scratch_f32(em, acc: ir.Access, env: dict, base: str) -> None:
     instruction, not once per use); 16-wide along C when the tile is contiguous there."""
     B = em.b
     R, C = acc.shape
-    vec = em.vectorize and C >= MK.LANES and em.flat_index(acc).coeff(axis_var(1)) == 1
+    vec = em.vectorize and C >= MK.MAX_LANES and em.flat_index(acc).coeff(axis_var(1)) == 1
     with B.loop(R, "dr") as r:
         row = B.op(f"mul nsw i64 {r}, {C}")
-        nv = C // MK.LANES if vec else 0
+        nv = C // MK.MAX_LANES if vec else 0
         if nv:
             with B.loop(nv, "dc") as c:
-                start = B.op(f"mul nsw i64 {c}, {MK.LANES}")
-                with em.context(W=MK.LANES, vaxis=axis_var(1)):
+                start = B.op(f"mul nsw i64 {c}, {MK.MAX_LANES}")
+                with em.context(W=MK.MAX_LANES, vaxis=axis_var(1)):
                     v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): start}, "f32")
                 q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {start}')}")
-                B.emit(f"store <{MK.LANES} x float> {v}, ptr {q}, align 4")
-        if C - nv * MK.LANES:
-            with B.loop(C - nv * MK.LANES, "dt") as t:
-                col = B.op(f"add nsw i64 {t}, {nv * MK.LANES}")
+                B.emit(f"store <{MK.MAX_LANES} x float> {v}, ptr {q}, align 4")
+        if C - nv * MK.MAX_LANES:
+            with B.loop(C - nv * MK.MAX_LANES, "dt") as t:
+                col = B.op(f"add nsw i64 {t}, {nv * MK.MAX_LANES}")
                 v = em.operand(acc, {**env, axis_var(0): r, axis_var(1): col}, "f32")
                 q = B.op(f"getelementptr inbounds float, ptr {base}, i64 {B.op(f'add nsw i64 {row}, {col}')}")
                 B.emit(f"store float {v}, ptr {q}, align 4")
@@ -308,7 +308,7 @@ def _call(em, ctx, dsts, outs: list, pieces, init: str) -> None:
         start = 1 if (p == 0 and init == "product") else 0
         sig_pieces.append(MK.Piece(step.K, count, start, uses_fma(em, step.instrs[0])))
     M, N = dsts[0].shape
-    sig = MK.Sig(M, N, init, tuple(sig_pieces), len(dsts))
+    sig = MK.Sig(M, N, init, tuple(sig_pieces), len(dsts), MK.host_geometry())
     depth = sum(q.K * q.count for q in sig_pieces)
     pa = _align(cursor[0])
     packed = [f"ptr {em.scratch_ptr(pa)}", f"ptr {em.scratch_ptr(_align(pa + len(dsts) * depth * M * 4))}"]
@@ -325,4 +325,4 @@ def scratch_bytes(K: int, M: int, N: int) -> int:
     widened operands, then the micro-kernel's packed panels of A (all rows) and B (one strip)."""
     depth = max(KC, K)
     return (_align(depth * (MAX_OUTS * M + N) * 4) + _align(MAX_OUTS * depth * M * 4)
-            + depth * -(-N // MK.LANES) * MK.LANES * 4)
+            + depth * -(-N // MK.MAX_LANES) * MK.MAX_LANES * 4)

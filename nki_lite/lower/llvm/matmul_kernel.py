@@ -17,25 +17,55 @@ of the instructions one by one (runtime/interpret_compute.py `_nc_matmul`), what
 
 Packing: the operands are first copied, in chain order, into contiguous panels in the caller's
 scratch: PA (outs x depth x M floats: each row block's rows contiguous), PB (depth x N rounded up
-to 16 floats: each column strip's columns contiguous), shared by every output — so the inner loop streams both from cache in order (LLVM_NOTES §1b: packing).
+to L floats: each column strip's columns contiguous), shared by every output — so the inner
+loop streams both from cache in order (LLVM_NOTES §1b: packing).
 
-Blocking: the output is cut into MR x (NR*16) register blocks — accumulators are <16 x float>
-values that stay in registers across every piece and k (an alloca with constant indices that LLVM
-promotes), MR*NR + NR + 1 <= 32 zmm so nothing spills (LLVM_NOTES §1) — column strips outside,
-row blocks inside (a strip of B is reused from cache by every row block), one output after another; a ragged row tail is a
-block with fewer rows, a ragged column tail a strip of fewer vectors whose last vector is loaded and
-stored with a lane mask (the masked-off lanes are never stored).
+Blocking: the output is cut into MR x (NR*L) register blocks of `sig.geom` (`Geometry`: L-lane
+vectors, chosen for the host by `host_geometry()` — 8 x 3 zmm with AVX-512, 6 x 2 ymm with AVX2
+only — and part of the function's name). The accumulators are <L x float> values that stay in
+registers across every piece and k (an alloca with constant indices that LLVM promotes),
+MR*NR + NR + 1 <= the register count so nothing spills (LLVM_NOTES §1) — column strips outside,
+row blocks inside (a strip of B is reused from cache by every row block), one output after
+another; a ragged row tail is a block with fewer rows, a ragged column tail a strip of fewer
+vectors whose last vector is loaded and stored with a lane mask (the masked-off lanes are never
+stored). The geometry changes the speed only: every element's sum runs in the same k order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
 from ...core.bits import CANON_NAN
 from .irbuilder import FnBuilder, f32_bits
 
-LANES = 16
-MR, NR = 8, 3          # 24 accumulators + 3 B vectors + 1 broadcast: 28 of 32 zmm (notes: 8x3 is the best block)
-VT = f"<{LANES} x float>"
+MAX_LANES = 16        # the widest vector any geometry uses (scratch sizes round N up to it)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Vector width and register block: MR rows x NR vectors of `lanes` floats. MR*NR accumulators +
+    NR B vectors + 1 broadcast must fit the vector register file, or LLVM spills and the kernel runs
+    at half speed or worse (LLVM_NOTES §1: 33 live zmm ran 2x slower)."""
+    lanes: int
+    mr: int
+    nr: int
+
+    @property
+    def vt(self) -> str:
+        return f"<{self.lanes} x float>"
+
+
+# AVX-512: 32 zmm -> 8 x 3 zmm (24 + 3 + 1 = 28; the notes' best block). AVX2 only (16 ymm: e.g. a
+# Zen 3 or a VM that hides AVX-512): <16 x float> would be split into ymm pairs and 8 x 3 of them
+# need 48 accumulators; 6 x 2 ymm (12 + 2 + 1 = 15) is the classic Haswell sgemm block
+WIDE = Geometry(16, 8, 3)
+NARROW = Geometry(8, 6, 2)
+
+
+@functools.lru_cache(maxsize=None)
+def host_geometry() -> Geometry:
+    from .target import has_feature
+    return WIDE if has_feature("avx512f") else NARROW
 
 
 @dataclass(frozen=True)
@@ -53,42 +83,47 @@ class Sig:
     init: str                      # "psum" | "product"
     pieces: tuple[Piece, ...]
     outs: int = 1                  # PSUM tiles sharing the moving operand B (each its own A)
+    geom: Geometry = field(default_factory=lambda: host_geometry())   # (looked up per call: tests patch it)
 
     @property
     def name(self) -> str:
         p = "_".join(f"{q.K}x{q.count}{'s' if q.start else ''}{'f' if q.fma else 'm'}" for q in self.pieces)
-        return f"nkl_mmk_{self.M}x{self.N}x{self.outs}_{'c' if self.init == 'psum' else 'x'}_{p}"
+        g = self.geom
+        return (f"nkl_mmk_{self.M}x{self.N}x{self.outs}_{'c' if self.init == 'psum' else 'x'}_{p}"
+                f"_g{g.lanes}x{g.mr}x{g.nr}")
 
 
-def _strips(N: int) -> list[tuple[int, int, int, int]]:
+def _strips(N: int, g: Geometry) -> list[tuple[int, int, int, int]]:
     """Column strips (first column, count of repeats, vectors per strip, lanes of its last vector)."""
-    nv = -(-N // LANES)
-    part = N % LANES or LANES
-    full, rest = divmod(nv, NR)
+    L = g.lanes
+    nv = -(-N // L)
+    part = N % L or L
+    full, rest = divmod(nv, g.nr)
     out = []
-    if rest == 0 and part < LANES:         # the last full strip holds the partial vector
-        full, rest = full - 1, NR
+    if rest == 0 and part < L:             # the last full strip holds the partial vector
+        full, rest = full - 1, g.nr
     if full:
-        out.append((0, full, NR, LANES))
+        out.append((0, full, g.nr, L))
     if rest:
-        out.append((full * NR * LANES, 1, rest, part))
+        out.append((full * g.nr * L, 1, rest, part))
     return out
 
 
-def _rows(M: int) -> list[tuple[int, int, int]]:
+def _rows(M: int, g: Geometry) -> list[tuple[int, int, int]]:
     """Row blocks (first row, count of repeats, rows per block)."""
-    full, rest = divmod(M, MR)
-    return ([(0, full, MR)] if full else []) + ([(full * MR, 1, rest)] if rest else [])
+    full, rest = divmod(M, g.mr)
+    return ([(0, full, g.mr)] if full else []) + ([(full * g.mr, 1, rest)] if rest else [])
 
 
 class _Writer:
     def __init__(self, sig: Sig):
-        self.sig = sig
+        self.sig, self.g = sig, sig.geom
+        self.L, self.VT = sig.geom.lanes, sig.geom.vt
         self.b = FnBuilder()
         self.allocas: list[str] = []
-        self.declares = {f"declare {VT} @llvm.fma.v{LANES}f32({VT}, {VT}, {VT})",
-                         f"declare {VT} @llvm.masked.load.v{LANES}f32.p0(ptr, <{LANES} x i1>, {VT})",
-                         f"declare void @llvm.masked.store.v{LANES}f32.p0({VT}, ptr, <{LANES} x i1>)"}
+        self.declares = {f"declare {self.VT} @llvm.fma.v{self.L}f32({self.VT}, {self.VT}, {self.VT})",
+                         f"declare {self.VT} @llvm.masked.load.v{self.L}f32.p0(ptr, <{self.L} x i1>, {self.VT})",
+                         f"declare void @llvm.masked.store.v{self.L}f32.p0({self.VT}, ptr, <{self.L} x i1>)"}
 
     def gep(self, base: str, *terms) -> str:
         """base + sum of (value, multiplier) terms (ints fold)."""
@@ -108,31 +143,30 @@ class _Writer:
     def gep_i64(self, base: str, idx) -> str:
         return self.b.op(f"getelementptr inbounds i64, ptr {base}, i64 {idx}")
 
-    @staticmethod
-    def mask(lanes: int) -> str:
-        return "<" + ", ".join(f"i1 {'true' if k < lanes else 'false'}" for k in range(LANES)) + ">"
+    def mask(self, lanes: int) -> str:
+        return "<" + ", ".join(f"i1 {'true' if k < lanes else 'false'}" for k in range(self.L)) + ">"
 
     def vload(self, p: str, lanes: int) -> str:
-        if lanes == LANES:
-            return self.b.op(f"load {VT}, ptr {p}, align 4")
-        return self.b.op(f"call {VT} @llvm.masked.load.v{LANES}f32.p0(ptr align 4 {p}, <{LANES} x i1> "
-                         f"{self.mask(lanes)}, {VT} zeroinitializer)")
+        if lanes == self.L:
+            return self.b.op(f"load {self.VT}, ptr {p}, align 4")
+        return self.b.op(f"call {self.VT} @llvm.masked.load.v{self.L}f32.p0(ptr align 4 {p}, <{self.L} x i1> "
+                         f"{self.mask(lanes)}, {self.VT} zeroinitializer)")
 
     def vstore(self, v: str, p: str, lanes: int) -> None:
-        if lanes == LANES:
-            self.b.emit(f"store {VT} {v}, ptr {p}, align 4")
+        if lanes == self.L:
+            self.b.emit(f"store {self.VT} {v}, ptr {p}, align 4")
         else:
-            self.b.emit(f"call void @llvm.masked.store.v{LANES}f32.p0({VT} {v}, ptr align 4 {p}, <{LANES} x i1> "
+            self.b.emit(f"call void @llvm.masked.store.v{self.L}f32.p0({self.VT} {v}, ptr align 4 {p}, <{self.L} x i1> "
                         f"{self.mask(lanes)})")
 
     def splat(self, s: str) -> str:
-        v = self.b.op(f"insertelement {VT} poison, float {s}, i64 0")
-        return self.b.op(f"shufflevector {VT} {v}, {VT} poison, <{LANES} x i32> zeroinitializer")
+        v = self.b.op(f"insertelement {self.VT} poison, float {s}, i64 0")
+        return self.b.op(f"shufflevector {self.VT} {v}, {self.VT} poison, <{self.L} x i32> zeroinitializer")
 
     def mac(self, a: str, bv: str, acc: str, fma: bool) -> str:
         if fma:
-            return self.b.op(f"call {VT} @llvm.fma.v{LANES}f32({VT} {a}, {VT} {bv}, {VT} {acc})")
-        return self.b.op(f"fadd {VT} {acc}, {self.b.op(f'fmul {VT} {a}, {bv}')}")
+            return self.b.op(f"call {self.VT} @llvm.fma.v{self.L}f32({self.VT} {a}, {self.VT} {bv}, {self.VT} {acc})")
+        return self.b.op(f"fadd {self.VT} {acc}, {self.b.op(f'fmul {self.VT} {a}, {bv}')}")
 
     def offsets(self):
         """(piece, its first packed row) for every piece: the packed panels hold every piece's rows
@@ -171,7 +205,7 @@ class _Writer:
 
         def body(p, jj, k, kk):
             src = self.gep(f"%A{p}_{t}", (jj, f"%as{p}_{t}"), (k, f"%ald{p}_{t}"))
-            for r0, nrow, mr in _rows(M):
+            for r0, nrow, mr in _rows(M, self.g):
                 vt = f"<{mr} x float>"
                 with b.loop(nrow, "pa") if nrow > 1 else _const(0) as rb:
                     r = self.add(self.mul(rb, mr), r0)
@@ -188,28 +222,28 @@ class _Writer:
         def body(p, jj, k, kk):
             src = self.gep(f"%B{p}", (jj, f"%bs{p}"), (k, f"%bld{p}"), (c0, 1))
             for v in range(nr):
-                x = self.vload(self.gep(src, (v * LANES, 1)), last if v == nr - 1 else LANES)
-                dst = self.gep("%PB", (c0, depth), (kk, nr * LANES), (v * LANES, 1))
-                b.emit(f"store {VT} {x}, ptr {dst}, align 4")
+                x = self.vload(self.gep(src, (v * self.L, 1)), last if v == nr - 1 else self.L)
+                dst = self.gep("%PB", (c0, depth), (kk, nr * self.L), (v * self.L, 1))
+                b.emit(f"store {self.VT} {x}, ptr {dst}, align 4")
         self.each_row(body)
 
     def block(self, r0, c0, mr: int, nr: int, last: int, depth: int, t) -> None:
         """One mr x nr*16 register block at rows r0.., columns c0.. (SSA values or ints), reading
         the packed panels."""
         b, sig = self.b, self.sig
-        lanes = [LANES] * (nr - 1) + [last]
+        lanes = [self.L] * (nr - 1) + [last]
         slots = f"%uk{len(self.allocas)}"
-        self.allocas.append(f"  {slots} = alloca [{mr * nr} x {VT}], align 64")
+        self.allocas.append(f"  {slots} = alloca [{mr * nr} x {self.VT}], align 64")
 
         def slot(i, j):
-            return b.op(f"getelementptr inbounds [{mr * nr} x {VT}], ptr {slots}, i64 0, i64 {i * nr + j}")
+            return b.op(f"getelementptr inbounds [{mr * nr} x {self.VT}], ptr {slots}, i64 0, i64 {i * nr + j}")
         C, ldc, pa_t = t                      # this output's C, row stride, packed A
         crow = [self.gep(C, (r0, ldc), (i, ldc)) for i in range(mr)]
-        cptr = [[self.gep(crow[i], (c0, 1), (j * LANES, 1)) for j in range(nr)] for i in range(mr)]
+        cptr = [[self.gep(crow[i], (c0, 1), (j * self.L, 1)) for j in range(nr)] for i in range(mr)]
         if sig.init == "psum":
             for i in range(mr):
                 for j in range(nr):
-                    b.emit(f"store {VT} {self.vload(cptr[i][j], lanes[j])}, ptr {slot(i, j)}, align 64")
+                    b.emit(f"store {self.VT} {self.vload(cptr[i][j], lanes[j])}, ptr {slot(i, j)}, align 64")
         pa = self.gep(pa_t, (r0, depth))
         pb = self.gep("%PB", (c0, depth))
         for p, off in self.offsets()[0]:
@@ -223,37 +257,37 @@ class _Writer:
         canon = f32_bits(CANON_NAN)
         for i in range(mr):
             for j in range(nr):
-                v = b.op(f"load {VT}, ptr {slot(i, j)}, align 64")
-                nan = b.op(f"fcmp uno {VT} {v}, zeroinitializer")
-                v = b.op(f"select <{LANES} x i1> {nan}, {VT} splat (float {canon}), {VT} {v}")
+                v = b.op(f"load {self.VT}, ptr {slot(i, j)}, align 64")
+                nan = b.op(f"fcmp uno {self.VT} {v}, zeroinitializer")
+                v = b.op(f"select <{self.L} x i1> {nan}, {self.VT} splat (float {canon}), {self.VT} {v}")
                 self.vstore(v, cptr[i][j], lanes[j])
 
     def _step(self, pa, pb, p, kk, mr, nr, slot, first: bool) -> None:
         """One packed row kk: nr vectors of B, mr broadcasts of A, mr*nr multiply-adds (or, for the
         product-initialised first row, products)."""
         b, fma = self.b, self.sig.pieces[p].fma
-        brow = self.gep(pb, (kk, nr * LANES))
-        bv = [b.op(f"load {VT}, ptr {self.gep(brow, (j * LANES, 1))}, align 4") for j in range(nr)]
+        brow = self.gep(pb, (kk, nr * self.L))
+        bv = [b.op(f"load {self.VT}, ptr {self.gep(brow, (j * self.L, 1))}, align 4") for j in range(nr)]
         arow = self.gep(pa, (kk, mr))
         for i in range(mr):
             a = self.splat(b.op(f"load float, ptr {self.gep(arow, (i, 1))}, align 4"))
             for j in range(nr):
                 q = slot(i, j)
                 if first:
-                    v = b.op(f"fmul {VT} {a}, {bv[j]}")
+                    v = b.op(f"fmul {self.VT} {a}, {bv[j]}")
                 else:
-                    v = self.mac(a, bv[j], b.op(f"load {VT}, ptr {q}, align 64"), fma)
-                b.emit(f"store {VT} {v}, ptr {q}, align 64")
+                    v = self.mac(a, bv[j], b.op(f"load {self.VT}, ptr {q}, align 64"), fma)
+                b.emit(f"store {self.VT} {v}, ptr {q}, align 64")
 
     def strips(self, body) -> None:
         b = self.b
-        for c0, nc, nr, last in _strips(self.sig.N):
+        for c0, nc, nr, last in _strips(self.sig.N, self.g):
             with b.loop(nc, "cs") if nc > 1 else _const(0) as cs:
-                body(self.add(self.mul(cs, nr * LANES), c0), nr, last)
+                body(self.add(self.mul(cs, nr * self.L), c0), nr, last)
 
     def row_blocks(self, cexpr, nr: int, last: int, depth: int, t) -> None:
         b = self.b
-        for r0, nrow, mr in _rows(self.sig.M):
+        for r0, nrow, mr in _rows(self.sig.M, self.g):
             with b.loop(nrow, "rb") if nrow > 1 else _const(0) as rb:
                 self.block(self.add(self.mul(rb, mr), r0), cexpr, mr, nr, last, depth, t)
 

@@ -15,63 +15,53 @@ import nki_lite.nki.language as nl
 from nki_lite import errors
 from nki_lite.nki.conform import _refinement
 
+from .nki_tiles import hbm_of, sbuf_of
+
 MODES = ["interpret", "jit"]
 RNG = np.random.default_rng(160)
-
-
-def load(src):
-    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def store(t):
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 @nki.jit
 def minus_broadcast_max(x, m):
     """x [P, G*W] minus m [P, W] broadcast over G as a [P, G, W] view."""
-    xs, ms = load(x), load(m)
+    xs, ms = sbuf_of(x), sbuf_of(m)
     groups = x.shape[1] // m.shape[1]
     nisa.tensor_tensor(xs, xs, ms.expand_dim(1).broadcast(1, groups), op=nl.subtract)
-    return store(xs)
+    return hbm_of(xs)
 
 
 @nki.jit
 def column_plus_row_view(x, b):
     """x [P, N] seen as [P, N, 1] plus b [P, N] seen as [P, 1, N]: N pairs per partition, not N*N."""
-    xs, bs = load(x), load(b)
+    xs, bs = sbuf_of(x), sbuf_of(b)
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=out.expand_dim(2), data1=xs.expand_dim(2), data2=bs.expand_dim(1), op=nl.add)
-    return store(out)
+    return hbm_of(out)
 
 
 @nki.jit
 def exp_into_split_dst(x):
     """activation and tensor_copy from [P, 4*W] into a [P, 4, W] view of the destination."""
-    xs = load(x)
+    xs = sbuf_of(x)
     e = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     c = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.activation(dst=e.reshape_dim(1, [4, x.shape[1] // 4]), op=nl.exp, data=xs)
     nisa.tensor_copy(dst=c.reshape_dim(1, [4, x.shape[1] // 4]), src=e)
-    return store(c)
+    return hbm_of(c)
 
 
 @nki.jit
 def transposed_counts(x, y):
-    xs, ys = load(x), load(y)
+    xs, ys = sbuf_of(x), sbuf_of(y)
     out = nl.ndarray((2, 24), dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=out.reshape_dim(1, [6, 4]), data1=xs.reshape_dim(1, [6, 4]),
                        data2=ys.reshape_dim(1, [4, 6]), op=nl.add)
-    return store(out)
+    return hbm_of(out)
 
 
 @nki.jit
 def transpose_by_identity(x):
-    xs = load(x)
+    xs = sbuf_of(x)
     ident = nl.shared_identity_matrix(x.shape[0], dtype=nl.float32)
     p = nl.ndarray(x.shape[::-1], dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=p, stationary=xs, moving=ident, is_transpose=True)
@@ -79,7 +69,7 @@ def transpose_by_identity(x):
     nisa.tensor_copy(dst=r, src=p)
     into = nl.ndarray((x.shape[0], x.shape[0]), dtype=nl.float32, buffer=nl.sbuf)
     nl.shared_identity_matrix(x.shape[0], dtype=nl.float32, dst=into)
-    return store(r), store(into)
+    return hbm_of(r), hbm_of(into)
 
 
 @pytest.mark.parametrize("mode", MODES)

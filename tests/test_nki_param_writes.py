@@ -20,6 +20,7 @@ import nki_lite.nki.language as nl
 from nki_lite import errors
 
 from . import markers
+from .nki_tiles import sbuf_of
 
 HERE, line_of, _expect = markers.marker_helpers(__file__)
 MODES = ["interpret", "jit"]
@@ -31,16 +32,10 @@ def f32(*shape):
     return RNG.uniform(0.5, 1.5, shape).astype(F32)
 
 
-def sbuf_copy(src):
-    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
 @nki.jit
 def accumulate_into(x, acc):
     """acc += x in place; returns a separate copy of x (the written parameter is not returned)."""
-    t, a = sbuf_copy(x), sbuf_copy(acc)
+    t, a = sbuf_of(x), sbuf_of(acc)
     nisa.tensor_tensor(dst=a, data1=a, data2=t, op=nl.add)
     nisa.dma_copy(dst=acc, src=a)
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -69,7 +64,7 @@ def test_a_written_parameter_is_written_back_and_not_returned(mode):
 @nki.jit
 def store_into_output(x, output, scale: float):
     """The library harness's shape: the output tensor is a parameter, written and returned."""
-    t = sbuf_copy(x)
+    t = sbuf_of(x)
     nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=scale)
     nisa.dma_copy(dst=output, src=t)
     return output
@@ -77,7 +72,7 @@ def store_into_output(x, output, scale: float):
 
 @nki.jit
 def fill_no_return(x, output):
-    nisa.dma_copy(dst=output[0:4, :], src=sbuf_copy(x[0:4, :]))
+    nisa.dma_copy(dst=output[0:4, :], src=sbuf_of(x[0:4, :]))
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,6 +12,7 @@ import nki_lite.nki.language as nl
 from nki_lite import errors
 
 from . import markers
+from .nki_tiles import hbm_of, sbuf_of
 from .test_nki_dialect import both       # both backends, bit for bit; the JIT's result
 
 HERE, line_of, _ = markers.marker_helpers(__file__)
@@ -30,18 +31,6 @@ def raises(kernel, args, name: str, marker: str):
     assert e.name == name and e.code == errors.ERRORS[name].code, str(e)
     assert f"{HERE}:{line_of(marker)}:" in str(e), str(e)
     return e
-
-
-def sbuf_of(src):
-    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def hbm_of(tile):
-    out = nl.ndarray(tile.shape, dtype=tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def copy(view):

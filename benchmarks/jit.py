@@ -22,7 +22,7 @@ import numpy as np
 os.environ.setdefault("NKI_LITE_DEBUG", "0")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import fma_peak_gflops, header, interleaved, threads_line  # noqa: E402
+from machine import fma_peak_gflops, header, interleaved, settle_seconds, threads_line  # noqa: E402
 
 import nki_lite as nki  # noqa: E402
 import nki_lite.language as nl  # noqa: E402
@@ -69,7 +69,7 @@ def run_cases(quick: bool, reps: int) -> list:
     n = 1024 if quick else 4096
     x = rng.standard_normal((n, n)).astype(np.float32)
     out, tmp, mine = np.empty_like(x), np.empty((n, 1), np.float32), np.empty_like(x)
-    a, b = interleaved(lambda: row_softmax(x, out=mine), lambda: numpy_softmax(x, out, tmp), reps)
+    a, b = interleaved(lambda: row_softmax(x, out=mine), lambda: numpy_softmax(x, out, tmp), reps, _settle())
     rows.append((f"row softmax {n}x{n} fp32", a, b, mine.tobytes(), None))
 
     m = 4096 * 4096 if not quick else 1024 * 1024            # 64 MB per fp32 operand (quick: 4 MB)
@@ -78,22 +78,28 @@ def run_cases(quick: bool, reps: int) -> list:
     xs = rng.standard_normal((r, cols)).astype(np.float32)
     ys = rng.standard_normal((r, cols)).astype(np.float32)
     oc, mc = np.empty_like(xs), np.empty_like(xs)
-    a, b = interleaved(lambda: chain5(xs, ys, out=mc), lambda: numpy_chain(xs, ys, oc), reps)
+    a, b = interleaved(lambda: chain5(xs, ys, out=mc), lambda: numpy_chain(xs, ys, oc), reps, _settle())
     rows.append((f"elementwise chain (5 ops) {r}x{cols} fp32 ({xs.nbytes >> 20} MB)", a, b, mc.tobytes(), None))
 
     for size in ((1024,) if quick else (1024, 2048)):
         lhsT = rng.standard_normal((size, size)).astype(np.float32)
         rhs = rng.standard_normal((size, size)).astype(np.float32)
         mo, mm = np.empty((size, size), np.float32), np.empty((size, size), np.float32)
-        a, b = interleaved(lambda: tiled_matmul(lhsT, rhs, out=mm), lambda: np.matmul(lhsT.T, rhs, out=mo), reps)
+        a, b = interleaved(lambda: tiled_matmul(lhsT, rhs, out=mm), lambda: np.matmul(lhsT.T, rhs, out=mo), reps, _settle())
         rows.append((f"tiled matmul {size}^3 fp32", a, b, mm.tobytes(), 2 * size ** 3))
         l8 = lhsT.astype(ml_dtypes.float8_e4m3)
         r8 = rhs.astype(ml_dtypes.float8_e4m3)
         a, b = interleaved(lambda: tiled_matmul(l8, r8, out=mm),
-                           lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps)
+                           lambda: np.matmul(l8.astype(np.float32).T, r8.astype(np.float32), out=mo), reps,
+                           _settle())
         rows.append((f"tiled matmul {size}^3 fp8 e4m3 inputs", a, b, mm.tobytes(), 2 * size ** 3))
 
     return rows
+
+
+def _settle() -> float:
+    """Idle before each timed call at this run's thread count (tools/bench.py settle_seconds)."""
+    return settle_seconds(int(os.environ.get("NKI_LITE_NUM_THREADS", "0")))
 
 
 def main() -> None:

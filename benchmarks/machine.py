@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from nki_lite.tools.bench import interleaved  # noqa: F401  (re-exported: one timing loop for the CLI and the scripts)
+from nki_lite.tools.bench import interleaved, settle_seconds, SETTLE_SECONDS  # noqa: F401  (re-exported: one timing loop for the CLI and the scripts)
 from nki_lite.tools.sysinfo import cpu_model  # the one reader of the CPU's model name
 
 

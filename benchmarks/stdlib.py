@@ -25,7 +25,7 @@ os.environ.setdefault("NKI_LITE_DEBUG", "0")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from jit import numpy_softmax  # noqa: E402  (the careful numpy softmax of the JIT table)
-from machine import fma_peak_gflops, header, interleaved, threads_line  # noqa: E402
+from machine import fma_peak_gflops, header, interleaved, settle_seconds, SETTLE_SECONDS, threads_line  # noqa: E402
 
 import nki_lite.stdlib as S  # noqa: E402
 
@@ -114,7 +114,7 @@ def run(quick: bool, reps: int, threads: int):
         for name, mine, theirs, flops in cases(quick):
             if _only() and _only() not in name:
                 continue
-            a, b = interleaved(mine, theirs, reps)
+            a, b = interleaved(mine, theirs, reps, settle_seconds(threads))
             rows.append((name, a, b, flops))
     finally:
         if limiter is not None:
@@ -160,7 +160,8 @@ def main() -> None:
     quick = "--quick" in sys.argv
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else (3 if quick else 7)
     print(header("nki_lite.stdlib vs numpy (benchmarks/stdlib.py)"))
-    print(f"medians of {reps} interleaved repeats; ratio = numpy time / nki_lite time")
+    print(f"medians of {reps} interleaved repeats; ratio = numpy time / nki_lite time; on several threads "
+          f"each timed call follows {SETTLE_SECONDS:g} s idle (numpy's BLAS workers spin after each call)")
     print(table("one thread", run(quick, reps, 1), one_thread=True))
     print(table(f"all cores ({os.cpu_count()})", run(quick, reps, 0), one_thread=False))
     print(engine_summaries())

@@ -3,7 +3,8 @@
 Contract: `cases(size)` builds (name, nki_lite call, numpy call) for matmul, matmul_fp8, softmax,
 rmsnorm, layernorm and attention at `size` "quick" (seconds) or "full" (the shapes of
 benchmarks/stdlib.py's main table); `run(size, reps)` times each pair interleaved (one warm-up call
-each, which compiles, then the median of `reps` alternating calls) with a progress bar and returns
+each, which compiles, then the median of `reps` alternating calls, each after `settle_seconds` of
+idle when several threads run) with a progress bar and returns
 the table text; ratio = numpy time / nki_lite time (> 1: nki_lite is faster). Threads are what the
 process has (NKI_LITE_NUM_THREADS, numpy's BLAS defaults). benchmarks/stdlib.py is the longer
 one- and all-thread study with FMA-peak checks.
@@ -54,28 +55,44 @@ def cases(size: str):
     ]
 
 
-def interleaved(fa, fb, reps: int) -> tuple[float, float]:
-    """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each."""
+# Idle time before each timed call when more than one thread runs. numpy's OpenBLAS keeps its worker
+# threads spinning for a while after every call (its THREAD_TIMEOUT); a call timed right after one
+# shares the cores with them. Measured here (2 cores): stdlib attention on two threads took 85 ms
+# alone, 123 ms right after a 1024^3 `a @ a`, 100 ms after 0.3 s idle, 87 ms after 1 s. nki_lite's
+# pool threads sleep when idle (numpy's `a @ a` took 44 ms alone and 43 ms right after attention).
+SETTLE_SECONDS = 1.0
+
+
+def settle_seconds(threads: int) -> float:
+    """The idle pause `interleaved` needs for a run at `threads` (0: all cores): none on one thread
+    (no worker threads on either side), SETTLE_SECONDS otherwise."""
+    return 0.0 if threads == 1 or (os.cpu_count() or 1) == 1 else SETTLE_SECONDS
+
+
+def interleaved(fa, fb, reps: int, settle: float = 0.0) -> tuple[float, float]:
+    """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each;
+    with `settle` > 0 the machine idles that many seconds before every timed call, so neither side's
+    idle-spinning worker threads are charged to the other (`settle_seconds`)."""
     fa(), fb()
     ta, tb = [], []
     for _ in range(max(1, reps)):
-        t0 = time.perf_counter()
-        fa()
-        t1 = time.perf_counter()
-        fb()
-        t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
+        for f, times in ((fa, ta), (fb, tb)):
+            if settle > 0:
+                time.sleep(settle)
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
     return statistics.median(ta), statistics.median(tb)
 
 
 def run(size: str = "quick", reps: int = 3, only: str | None = None) -> str:
     todo = [c for c in cases(size) if not only or only in c[0]]
     threads = os.environ.get("NKI_LITE_NUM_THREADS", "0")
+    settle = settle_seconds(int(threads) if threads.isdigit() else 0)
     lines = [f"nki_lite.stdlib vs numpy ({size}; median of {reps} interleaved calls after a warm-up; "
-             f"NKI_LITE_NUM_THREADS={threads}; ratio = numpy / nki_lite)",
+             f"NKI_LITE_NUM_THREADS={threads}; {settle:g} s idle before each timed call; ratio = numpy / nki_lite)",
              f"{'case':36s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'ratio':>7s}"]
     for name, mine, theirs in progress(todo, total=len(todo), desc="bench"):
-        ta, tb = interleaved(mine, theirs, reps)
+        ta, tb = interleaved(mine, theirs, reps, settle)
         lines.append(f"{name:36s} {ta * 1e3:12.2f} {tb * 1e3:10.2f} {tb / ta:6.2f}x")
     return "\n".join(lines)

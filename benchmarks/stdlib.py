@@ -160,8 +160,9 @@ def main() -> None:
     quick = "--quick" in sys.argv
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else (3 if quick else 7)
     print(header("nki_lite.stdlib vs numpy (benchmarks/stdlib.py)"))
-    print(f"medians of {reps} interleaved repeats; ratio = numpy time / nki_lite time; on several threads "
-          f"each timed call follows {SETTLE_SECONDS:g} s idle (numpy's BLAS workers spin after each call)")
+    print(f"medians of {reps} interleaved repeats; ratio = numpy time / nki_lite time; each timed call "
+          f"follows {SETTLE_SECONDS:g} s of untimed calls of the same function (numpy's BLAS "
+          f"workers spin after each call; tools/bench.py)")
     print(table("one thread", run(quick, reps, 1), one_thread=True))
     print(table(f"all cores ({os.cpu_count()})", run(quick, reps, 0), one_thread=False))
     print(engine_summaries())

@@ -1,25 +1,44 @@
-"""The benchmarks' interleaved timer: idle pauses before every timed call on several threads
-(numpy's BLAS workers spin after each call and would be charged to the next call), none on one."""
+"""The benchmarks' interleaved timer: on several threads, untimed calls of the same function fill
+`settle` seconds before every timed call (numpy's BLAS workers spin after each call and would be
+charged to the next call), measured the same way at every thread count."""
 import nki_lite.tools.bench as bench
 
 
-def test_settle_sleeps_before_every_timed_call_and_not_before_warm_up(monkeypatch):
+class FakeClock:
+    """A perf_counter whose time only the test's functions advance."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_settle_fills_the_gap_with_untimed_calls_of_the_same_function(monkeypatch):
+    clock, events = FakeClock(), []
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+
+    def call(name):
+        def f():
+            events.append(name)
+            clock.now += 0.3
+        return f
+    ta, tb = bench.interleaved(call("a"), call("b"), reps=2, settle=1.0)
+    # warm-ups, then per timed call: 4 untimed calls of the same function (1.2 s >= 1 s), then the timed one
+    assert events == ["a", "b"] + ["a"] * 5 + ["b"] * 5 + ["a"] * 5 + ["b"] * 5
+    assert abs(ta - 0.3) < 1e-9 and abs(tb - 0.3) < 1e-9
+
+
+def test_no_settle_means_one_timed_call_each(monkeypatch):
     events = []
-    monkeypatch.setattr(bench.time, "sleep", lambda s: events.append(("sleep", s)))
-    bench.interleaved(lambda: events.append("a"), lambda: events.append("b"), reps=2, settle=0.5)
-    assert events == ["a", "b"] + [("sleep", 0.5), "a", ("sleep", 0.5), "b"] * 2
+    ta, tb = bench.interleaved(lambda: events.append("a"), lambda: events.append("b"), reps=3)
+    assert events == ["a", "b"] * 4 and ta >= 0 and tb >= 0
 
 
-def test_no_settle_means_no_sleep(monkeypatch):
-    monkeypatch.setattr(bench.time, "sleep", lambda s: (_ for _ in ()).throw(AssertionError("slept")))
-    ta, tb = bench.interleaved(lambda: None, lambda: None, reps=3)
-    assert ta >= 0 and tb >= 0
-
-
-def test_settle_only_when_several_threads_can_run(monkeypatch):
+def test_settle_at_every_thread_count_on_a_multi_core_machine(monkeypatch):
     monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
-    assert bench.settle_seconds(1) == 0.0
-    assert bench.settle_seconds(0) == bench.SETTLE_SECONDS > 0
+    assert bench.settle_seconds(1) == bench.SETTLE_SECONDS > 0     # one- and all-thread runs alike
+    assert bench.settle_seconds(0) == bench.SETTLE_SECONDS
     assert bench.settle_seconds(2) == bench.SETTLE_SECONDS
     monkeypatch.setattr(bench.os, "cpu_count", lambda: 1)
     assert bench.settle_seconds(0) == 0.0

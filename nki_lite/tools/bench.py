@@ -3,8 +3,8 @@
 Contract: `cases(size)` builds (name, nki_lite call, numpy call) for matmul, matmul_fp8, softmax,
 rmsnorm, layernorm and attention at `size` "quick" (seconds) or "full" (the shapes of
 benchmarks/stdlib.py's main table); `run(size, reps)` times each pair interleaved (one warm-up call
-each, which compiles, then the median of `reps` alternating calls, each after `settle_seconds` of
-idle when several threads run) with a progress bar and returns
+each, which compiles, then the median of `reps` alternating calls, each after `settle_seconds`
+of untimed calls) with a progress bar and returns
 the table text; ratio = numpy time / nki_lite time (> 1: nki_lite is faster). Threads are what the
 process has (NKI_LITE_NUM_THREADS, numpy's BLAS defaults). benchmarks/stdlib.py is the longer
 one- and all-thread study with FMA-peak checks.
@@ -55,33 +55,40 @@ def cases(size: str):
     ]
 
 
-# Idle time before each timed call when more than one thread runs. numpy's OpenBLAS keeps its worker
-# threads spinning for a while after every call (its THREAD_TIMEOUT); a call timed right after one
-# shares the cores with them. Measured here (2 cores): stdlib attention on two threads took 85 ms
-# alone, 123 ms right after a 1024^3 `a @ a`, 100 ms after 0.3 s idle, 87 ms after 1 s. nki_lite's
-# pool threads sleep when idle (numpy's `a @ a` took 44 ms alone and 43 ms right after attention).
+# Warm-up time before each timed call when more than one thread runs. numpy's OpenBLAS keeps its
+# worker threads spinning for a while after every call (its THREAD_TIMEOUT); a call timed right after
+# one shares the cores with them. Measured here (2 cores): stdlib attention on two threads took 85 ms
+# alone and 123 ms right after a 1024^3 `a @ a`. Idling instead (time.sleep) is worse on these VMs:
+# a numpy rmsnorm that takes 110 ms ran 420-460 ms in one call of three after 0.3-1 s asleep. So the
+# timer runs the function itself, untimed, until `settle` seconds have passed since the other side's
+# call ended: the other side's workers stop spinning and this side's memory and threads stay warm.
+# nki_lite's pool threads sleep when idle (numpy's `a @ a` took 44 ms alone, 43 ms right after).
 SETTLE_SECONDS = 1.0
 
 
 def settle_seconds(threads: int) -> float:
-    """The idle pause `interleaved` needs for a run at `threads` (0: all cores): none on one thread
-    (no worker threads on either side), SETTLE_SECONDS otherwise."""
-    return 0.0 if threads == 1 or (os.cpu_count() or 1) == 1 else SETTLE_SECONDS
+    """The warm-up `interleaved` uses for a run at `threads` (0: all cores): SETTLE_SECONDS on a
+    machine with several cores — at one thread too, although no worker thread spins then, so that
+    one- and all-thread figures (and the scaling between them) are measured the same way — and none
+    on a single core."""
+    return 0.0 if (os.cpu_count() or 1) == 1 else SETTLE_SECONDS
 
 
 def interleaved(fa, fb, reps: int, settle: float = 0.0) -> tuple[float, float]:
     """Medians of `reps` interleaved timings (fa, fb, fa, fb, ...) after one warm-up call of each;
-    with `settle` > 0 the machine idles that many seconds before every timed call, so neither side's
-    idle-spinning worker threads are charged to the other (`settle_seconds`)."""
+    with `settle` > 0, before every timed call the same function runs untimed until `settle` seconds
+    have passed since the previous timed call ended (see SETTLE_SECONDS)."""
     fa(), fb()
     ta, tb = [], []
+    last_end = time.perf_counter()
     for _ in range(max(1, reps)):
         for f, times in ((fa, ta), (fb, tb)):
-            if settle > 0:
-                time.sleep(settle)
+            while settle > 0 and time.perf_counter() - last_end < settle:
+                f()
             t0 = time.perf_counter()
             f()
-            times.append(time.perf_counter() - t0)
+            last_end = time.perf_counter()
+            times.append(last_end - t0)
     return statistics.median(ta), statistics.median(tb)
 
 
@@ -90,7 +97,7 @@ def run(size: str = "quick", reps: int = 3, only: str | None = None) -> str:
     threads = os.environ.get("NKI_LITE_NUM_THREADS", "0")
     settle = settle_seconds(int(threads) if threads.isdigit() else 0)
     lines = [f"nki_lite.stdlib vs numpy ({size}; median of {reps} interleaved calls after a warm-up; "
-             f"NKI_LITE_NUM_THREADS={threads}; {settle:g} s idle before each timed call; ratio = numpy / nki_lite)",
+             f"NKI_LITE_NUM_THREADS={threads}; {settle:g} s of untimed calls before each timed call; ratio = numpy / nki_lite)",
              f"{'case':36s} {'nki_lite ms':>12s} {'numpy ms':>10s} {'ratio':>7s}"]
     for name, mine, theirs in progress(todo, total=len(todo), desc="bench"):
         ta, tb = interleaved(mine, theirs, reps, settle)

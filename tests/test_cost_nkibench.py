@@ -199,3 +199,19 @@ def test_compare_targets_needs_no_prices_and_rejects_unknown_ones():
 def test_example_prices_carry_date_and_source():
     for name, p in pricing.EXAMPLE_PRICES.items():
         assert p.date and p.source.startswith("http") and p.instance_cores >= 1 and p.price_per_hour > 0
+
+
+def test_engine_active_criterion_counts_misses_beyond_15_points():
+    # two made-up estimates: one engine 20 points off (a miss), the rest exact
+    c1, c2 = list(V.MEASURED)[:2]
+    est = {}
+    for c in (c1, c2):
+        m = V.MEASURED[c]
+        est[c] = {"latency_ms": m["latency_ms"], "hbm_bytes": m["hbm_bytes"], "hfu_percent": m["hfu_percent"],
+                  "active": dict(m["active"], tensor=0.0)}
+    est[c2]["active"]["vector"] = V.MEASURED[c2]["active"]["vector"] + 20.0
+    pairs = V.active_pairs(est)
+    assert len(pairs) == 8                                   # hfu + vector + scalar + gpsimd per case
+    misses = [p for p in pairs if abs(p[2] - p[3]) > V.ACTIVE_POINTS]
+    assert [(c, k) for c, k, _, _ in misses] == [(c2, "vector")]
+    assert "within ±15 points: 7 of 8 measured figures; not:" in V.render(est, {})

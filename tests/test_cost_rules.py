@@ -102,7 +102,19 @@ def test_matmul_cycles(K, M, N, dt, cycles):
     assert c.engine == "tensor"
     assert c.cycles == cycles
     assert c.ns == pytest.approx(cycles / 2.8)               # TensorE clock 2.8 GHz on trn1
-    assert c.flops == 2 * K * M * N
+    # the profiler counts an fp32 matmul twice in hardware_flops (measured on trn1, rules.py)
+    assert c.flops == 2 * K * M * N * (2 if dt == F32 else 1)
+
+
+def test_fp32_hardware_flops_count_twice_and_adjusted_flops_stay_4x_the_macs():
+    # NKIBench trn1 fp32 profiles: hardware_flops = 2 x (2·K·M·N + transposes); time stays 4x bf16
+    bf = _one(one_matmul, "nc_matmul", P((128, 128), BF16), P((128, 512), BF16))
+    fp = _one(one_matmul, "nc_matmul", P((128, 128), F32), P((128, 512), F32))
+    macs2 = 2 * 128 * 128 * 512
+    assert bf.flops == macs2 and fp.flops == 2 * macs2
+    assert bf.adjusted_flops == macs2 and fp.adjusted_flops == 4 * macs2      # §6.4 BF16-equivalent
+    # an fp32 kernel's HFU therefore tops out at half the bf16 one for the same busy TensorE
+    assert (fp.flops / fp.ns) / (bf.flops / bf.ns) == pytest.approx(0.5)
 
 
 def test_matmul_fp32_is_4x_bf16_on_every_target():
@@ -146,6 +158,7 @@ def test_transpose_on_tensor_engine():
     assert c.cycles == 128 and c.transpose_flops == 2 * 128 * 128 * 128
     c32 = _one(mm, "transpose", P((128, 128), F32), P((128, 512), F32))
     assert c32.cycles == 512
+    assert c32.transpose_flops == c32.flops == 2 * (2 * 128 * 128 * 128)   # fp32 counted twice (rules.py)
     c32_trn2 = _one(mm, "transpose", P((128, 128), F32), P((128, 512), F32), target="trn2")
     assert c32_trn2.cycles == 256                             # transpose mode: 2x faster fp32 (v3)
 

@@ -186,10 +186,7 @@ def check_capacity(ctx: Ctx) -> None:
                 if space == Space.PSUM else
                 "allocate tiles inside the loop that uses them (one iteration live at a time), shrink the "
                 "tiles, or use a narrower dtype")
-        if _all_direct(ctx, space):
-            # every tile of this space is placed by the kernel (nki.compiler .alloc/.mod_alloc): its
-            # addresses were checked against the capacity when declared (NL-E506, core/placement.py),
-            # and the automatic-allocation count above does not apply to rotating physical tiles
+        if _all_direct(ctx, space):   # placed by the kernel: checked when declared (NL-E506, core/placement.py)
             continue
         if strict:
             raise errors.make(code, msg, loc=site.loc, notes=tuple(lines), hint=hint)

@@ -122,6 +122,7 @@ def test_psum_alloc_function_with_banks_runs():
     (ncc.psum.alloc(lambda idx, p, f: (0, 0)), "must return (bank, start_partition, byte_addr)"),
     (ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)), "starts at partition 0, byte 0"),
     (ncc.psum.alloc(None), "needs a function"),
+    (ncc.psum.alloc(lambda idx, p, f: ({(0,): 1}[idx], 0, 0)), "raised KeyError"),
 ])
 def test_malformed_allocators_are_reported_at_the_declaration(alloc, words):
     e = expect(_psum(alloc), (spec((128, 128)), spec((128, 512))), errors.ArgumentError, "malformed_allocation",

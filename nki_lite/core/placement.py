@@ -106,7 +106,10 @@ def _check_partition(start: int, pdim: int, pmax: int) -> None:
 
 
 def _location(func, idx: tuple, pdim: int, fdim: int, psum: bool, pmax: int) -> PhysTile:
-    got = func(idx, pdim, fdim)
+    try:
+        got = func(idx, pdim, fdim)
+    except Exception as e:          # the kernel's own function failed: report it at the declaration
+        raise MalformedAllocation(f"the allocation function raised {type(e).__name__}: {e} for block {idx}") from e
     want = 3 if psum else 2
     try:
         vals = tuple(_int("location", v) for v in got)

@@ -152,6 +152,9 @@ _TABLE = [
     ("NL-E504", "indirect_use", KernelSyntaxError,
      "a view indexed by a tile is used by an operation other than a DMA or dynamic copy",
      "move it with nl.load / nl.store / nisa.dma_copy / nl.atomic_rmw / nisa.tensor_copy_dynamic_src first"),
+    ("NL-E506", "allocation_capacity", MemoryCapacityError,
+     "a directly allocated tile (nki.compiler alloc / mod_alloc) lies past the SBUF partition bytes or PSUM banks",
+     "lower base_addr / base_bank or the tile counts so every physical tile ends inside the target's memory"),
     ("NL-E601", "loop_dependency", DependencyError, "iterations of an affine_range loop depend on each other",
      "use nl.sequential_range for loops that carry values, or index by the loop variable"),
     ("NL-E602", "program_dependency", DependencyError, "programs of an SPMD grid access the same HBM elements",
@@ -215,6 +218,10 @@ _TABLE = [
      "a documented argument value of a built nki instruction is not implemented in nki_lite yet",
      "leave the argument at its default; docs/compat_nki.md lists what each instruction is missing"),
 
+    ("NL-E909", "malformed_allocation", ArgumentError,
+     "an nki.compiler allocator call (sbuf/psum .alloc / .mod_alloc) or its function's result is malformed",
+     "mod_alloc takes keywords (base_addr=, num_free_tiles=(n,) with one count per block dimension); an alloc "
+     "function returns (start_partition, byte_addr), PSUM (bank, 0, 0)"),
     ("NL-E908", "kernel_reference", ArgumentError, "a FILE::KERNEL reference does not name a kernel",
      "write FILE::KERNEL, e.g. kernels/add.py::add_kernel, naming a kernel the file defines"),
     ("NL-E910", "autotune_config", ArgumentError, "an autotune config or key names something the kernel does "

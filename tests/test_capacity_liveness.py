@@ -2,7 +2,7 @@
 
 Block-dimension tensors cost the blocks live at the same time; over-capacity in an automatically
 allocated kernel is a CapacityWarning (NL-W401), an error only for one tile larger than a partition
-and under NKI_LITE_STRICT_CAPACITY=1 (direct allocation warns too: its addresses are not honoured).
+and under NKI_LITE_STRICT_CAPACITY=1 (direct allocation is placed by its addresses: tests/test_direct_alloc.py).
 """
 import warnings
 
@@ -156,20 +156,33 @@ def test_just_fitting_tile_is_legal():
     no_capacity_warning(k.trace, spec((128, 45056)), target="trn1")
 
 
-def test_direct_allocation_over_capacity_warns_that_addresses_are_not_honoured():
-    # not an error: nki_lite ignores the addresses, and kernels that reuse them (nki-samples'
-    # allocated kernels) fit on the chip while the automatic-allocation count does not
+def test_direct_allocation_is_placed_by_its_addresses_not_by_the_automatic_estimate():
+    # six 32 KiB blocks would be 192 KiB live under automatic allocation (over trn1's 176 KiB), but
+    # mod_alloc(base_addr=0) rotates them over one physical tile: the addresses decide, no estimate
     @nki.jit
     def k(a):
         out = nl.ndarray((128, 8192), a.dtype, buffer=nl.shared_hbm)
         st = nl.ndarray((6, nl.par_dim(128), 8192), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         for j in nl.affine_range(6):
             st[j, :, :] = nl.load(a[:, j * 8192:(j + 1) * 8192])
-        acc = nl.add(st[0, :, :], st[5, :, :])
+        acc = nl.ndarray((nl.par_dim(128), 8192), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=32768))
+        acc[...] = nl.add(st[0, :, :], st[5, :, :])
         nl.store(out, value=acc)
         return out
-    with pytest.warns(CapacityWarning, match="allocates this memory itself"):
-        k.trace(spec((128, 6 * 8192)), target="trn1")
+    no_capacity_warning(k.trace, spec((128, 6 * 8192)), target="trn1")
+
+
+def test_direct_allocation_past_capacity_is_an_error_not_a_warning():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 8192), a.dtype, buffer=nl.shared_hbm)
+        st = nl.ndarray((6, nl.par_dim(128), 8192), a.dtype,  # MARK-DIRECT
+                        buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(6,)))
+        for j in nl.affine_range(6):
+            st[j, :, :] = nl.load(a[:, j * 8192:(j + 1) * 8192])
+        nl.store(out, value=nl.add(st[0, :, :], st[5, :, :]))
+        return out
+    expect(k, (spec((128, 6 * 8192)),), errors.MemoryCapacityError, "allocation_capacity", "MARK-DIRECT", "trn1")
 
 
 def test_auto_alloc_allocator_is_automatic():

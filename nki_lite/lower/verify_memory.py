@@ -11,9 +11,9 @@ blocks live at the same time; PSUM rounded up to whole 2 KiB banks). Where the p
 points exceeds target.sbuf_partition_bytes / psum_partition_bytes: an automatically allocated kernel
 gets a CapacityWarning [NL-W401] at the peak's line (what is over, by how much, which tiles: the
 hardware compiler would spill); an error only where one tile alone is larger than a partition's
-SBUF/PSUM, or under NKI_LITE_STRICT_CAPACITY=1. Kernels that allocate memory themselves
-(nki.compiler .alloc / .mod_alloc) get the warning too, saying so: their addresses are not honoured
-yet, so the automatic-allocation count can overestimate what they use.
+SBUF/PSUM, or under NKI_LITE_STRICT_CAPACITY=1. A space whose tiles are all placed by the kernel
+(nki.compiler .alloc / .mod_alloc) gets no estimate: its addresses were checked when declared
+(NL-E506, core/placement.py); a kernel mixing both gets the warning, saying so.
 Rule 4 for every PSUM tile (check_psum_tiles): where target.psum_tile_in_one_bank, one PSUM tile (one
 block of a block-dimension tensor) holds at most one 2 KiB bank per partition (legacy
 nl.tile_size.psum_fmax = 512 fp32, "maximum free dimension of a tile on PSUM buffer").
@@ -85,6 +85,12 @@ def _direct(ctx: Ctx, space: Space) -> bool:
     """The kernel places tiles of `space` itself (nki.compiler sbuf/psum .alloc / .mod_alloc)."""
     return any(s.instr.op == "alloc" and s.instr.attr("direct") and ctx.buf(s.instr.outs[0].buffer).space == space
                for s in ctx.sites)
+
+
+def _all_direct(ctx: Ctx, space: Space) -> bool:
+    """Every tile of `space` is placed by the kernel itself (nki.compiler sbuf/psum .alloc / .mod_alloc)."""
+    allocs = [s.instr for s in ctx.sites if s.instr.op == "alloc" and ctx.buf(s.instr.outs[0].buffer).space == space]
+    return bool(allocs) and all(i.attr("direct") for i in allocs)
 
 
 def check_psum_tiles(ctx: Ctx, site: Site) -> None:
@@ -180,14 +186,14 @@ def check_capacity(ctx: Ctx) -> None:
                 if space == Space.PSUM else
                 "allocate tiles inside the loop that uses them (one iteration live at a time), shrink the "
                 "tiles, or use a narrower dtype")
+        if _all_direct(ctx, space):   # placed by the kernel: checked when declared (NL-E506, core/placement.py)
+            continue
         if strict:
             raise errors.make(code, msg, loc=site.loc, notes=tuple(lines), hint=hint)
         if _direct(ctx, space):
-            # the kernel places these tiles itself (nki.compiler .alloc/.mod_alloc), reusing addresses
-            # nki_lite does not model yet: the automatic-allocation count above overestimates, so an
-            # error here would reject kernels that run (nki-samples' allocated_fused_linear does)
-            why = ("the kernel allocates this memory itself and nki_lite does not honour the addresses yet, so "
-                   "this automatic-allocation estimate may overcount")
+            # mixed: some tiles placed by the kernel, some automatic; the count may overestimate
+            why = ("the kernel places some of this memory itself (nki.compiler allocators) and the rest "
+                   "automatically, so this automatic-allocation estimate may overcount")
         else:
             why = "the hardware compiler would spill to HBM"
         _warn(site.loc, f"[NL-W401 capacity_spill] {msg}, {peak - cap} bytes over; {why} (nki_lite runs the "

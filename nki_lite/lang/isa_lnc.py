@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+import numpy as np
+
 from .. import errors
 from ..core import ir
 from ..loc import capture_loc
@@ -59,6 +61,14 @@ def _tensor(x, what: str, api: str, loc) -> Tile:
     return x
 
 
+def _rank(r):
+    """A rank computed from nl.program_id in a per-core trace is a known int (an Index with no variable)."""
+    expr = getattr(r, "expr", None)
+    if expr is not None and getattr(expr, "is_const", False):
+        return int(expr.const)
+    return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else r
+
+
 def core_barrier(data, cores=(0, 1), engine=None, name=None):
     loc = capture_loc(2)
     api = "nisa.core_barrier"
@@ -88,10 +98,11 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, n
     if tuple(s.shape) != tuple(d.shape):
         raise errors.make("shape_mismatch", f"{api}: src {tuple(s.shape)} and dst {tuple(d.shape)} differ in shape",
                           loc=loc)
+    _need_two_cores(api, loc)             # before the ranks: in a grid trace they are symbolic
+    send_to_rank, recv_from_rank = _rank(send_to_rank), _rank(recv_from_rank)
     for what, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
         if not isinstance(r, int) or r not in (0, 1):
             raise errors.make("argument", f"{api}: {what} must be 0 or 1 (a core of LNC=2), got {r!r}", loc=loc)
-    _need_two_cores(api, loc)
     gp = "gpsimd" in str(getattr(dma_engine, "name", dma_engine) or "")
     current().emit(ir.Instr("sendrecv", (d.access,), (s.access,),
                             attrs(send_to=int(send_to_rank), recv_from=int(recv_from_rank), pipe_id=int(pipe_id),

@@ -22,6 +22,7 @@ import numpy as np
 from .. import errors
 from ..core import ir
 from ..lang.isa_lnc import PerCoreTraceNeeded, tracing_core
+from . import interpret_lnc  # noqa: F401  (registers the core_barrier / sendrecv interpreter rules)
 
 
 class _Abort(Exception):

@@ -149,3 +149,44 @@ def test_grid_path_kept_when_trace_is_core_independent():
 def test_sync_ops_have_every_backend_rule():
     missing = [m for m in missing_rules() if m[0] in ("core_barrier", "sendrecv")]
     assert missing == []
+
+
+def test_estimates_per_core_and_device_time_is_the_max():
+    from nki_lite.runtime import lnc
+
+    @nki.jit
+    def lopsided(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        t = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[me * ROWS:(me + 1) * ROWS, :])
+        if me == 1:                                # core 1 does eight extra passes
+            for _ in range(8):
+                nisa.activation(dst=t, op=nl.exp, data=t)
+        nisa.core_barrier(out, (0, 1))
+        nisa.dma_copy(dst=out[me * ROWS:(me + 1) * ROWS, :], src=t)
+        return out
+    a = np.zeros((2 * ROWS, 512), np.float32)
+    est = lnc.estimate(lopsided.inner, 2, a)
+    t0, t1 = (e.total_time for e in est.per_core)
+    assert t1 > t0 > 0
+    assert est.total_time == t1
+    barrier = [i for i in est.per_core[0].kernel.body if getattr(i, "op", "") == "core_barrier"]
+    assert len(barrier) == 1
+
+
+def test_sync_costs_barrier_latency_and_the_transfer():
+    from nki_lite.core.ops import OPS
+    from nki_lite.core.targets import TARGETS
+    from nki_lite.lower.cost import rules_lnc
+    from nki_lite.lower.cost.rules import CostCtx, dma_cost
+    from nki_lite.runtime import lnc
+    a = np.zeros((2 * ROWS, 8), np.float32)
+    for kern, op in ((swap_halves, "core_barrier"), (exchange, "sendrecv")):
+        k = lnc.per_core_kernels(kern.inner, 2, (a,), {})[0]
+        instr = next(i for i in k.body if getattr(i, "op", "") == op)
+        ctx = CostCtx(TARGETS["trn2"], k.buffer_map)
+        cost = OPS[op].rules["cost"](instr, ctx)
+        base = dma_cost(ctx, instr).ns if op == "sendrecv" else 0.0
+        assert cost.ns == pytest.approx(base + rules_lnc.SYNC_NS)
+        assert cost.opcode == op

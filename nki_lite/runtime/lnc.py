@@ -199,3 +199,21 @@ def run_per_core(kernel, n: int, args, kwargs):
     if k0.return_kind == "single":
         return outs[0]
     return outs
+
+
+class LncEstimate:
+    """Per-core engine-model estimates of an LNC launch; the device time is the slowest core's."""
+
+    def __init__(self, per_core: list):
+        self.per_core = per_core
+
+    @property
+    def total_time(self) -> float:
+        return max(e.total_time for e in self.per_core)
+
+
+def estimate(kernel, n: int, *args, target: str | None = None, **kwargs) -> LncEstimate:
+    """One Estimate per core's program (each on its own NeuronCore of the target) and their max."""
+    from .profile import estimate_ir
+    t = kernel.resolve_target(target)
+    return LncEstimate([estimate_ir(k, t) for k in per_core_kernels(kernel, n, args, kwargs, target)])

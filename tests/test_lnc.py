@@ -190,3 +190,21 @@ def test_sync_costs_barrier_latency_and_the_transfer():
         base = dma_cost(ctx, instr).ns if op == "sendrecv" else 0.0
         assert cost.ns == pytest.approx(base + rules_lnc.SYNC_NS)
         assert cost.opcode == op
+
+
+def test_per_core_trace_sees_a_one_axis_launch_of_two_cores():
+    from nki_lite.runtime import lnc
+
+    @nki.jit
+    def shape_of_launch(a):
+        out = nl.ndarray((2, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        t = nl.ndarray((1, 4), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=float(nl.program_ndim() * 10 + nl.num_programs()))
+        if me == 1:                                # per-core trace: core 1 adds its id
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=100.0)
+        nisa.dma_copy(dst=out[me:me + 1, :], src=t)
+        return out
+    got = shape_of_launch[2](np.zeros((ROWS, 4), np.float32))
+    np.testing.assert_array_equal(got, np.array([[12.0] * 4, [112.0] * 4], np.float32))
+    assert len(lnc.per_core_kernels(shape_of_launch.inner, 2, (np.zeros((ROWS, 4), np.float32),), {})) == 2

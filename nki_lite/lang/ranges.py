@@ -150,6 +150,9 @@ def num_programs(axes=None) -> int:
 
 @api("nl.program_ndim")
 def program_ndim() -> int:
+    from .isa_lnc import current_core          # issue #14: a per-core trace is on a 1-D launch of n cores
+    if current_core() is not None:
+        return 1
     return len(current().grid)
 
 

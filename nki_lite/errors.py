@@ -214,6 +214,12 @@ _TABLE = [
      "allocate dst with nl.ndarray(shape, dtype, buffer=nl.sbuf) (or nl.psum) and pass it first"),
     ("NL-E915", "lnc", ArgumentError, "a kernel was launched on more logical NeuronCores than the target has",
      "launch with kernel[1] or kernel[2] (LNC=2 needs trn2 or trn3)"),
+    ("NL-E917", "lnc_deadlock", DependencyError, "the two logical NeuronCores of an LNC=2 kernel wait at "
+     "synchronisation points that can never meet (core_barrier against sendrecv, different pipe_id, unpaired ranks)",
+     "make both cores reach the same core_barrier / sendrecv sequence; branches on nl.program_id must keep them paired"),
+    ("NL-E918", "lnc_unmatched", DependencyError, "a core_barrier or sendrecv has no partner: the other core finished "
+     "its program, the kernel runs on one core, or the exchanged tiles differ in shape",
+     "launch with kernel[2] and give every core the same number of barriers and matching sendrecv tiles"),
     ("NL-E916", "nki_argument_not_built", UnsupportedError,
      "a documented argument value of a built nki instruction is not implemented in nki_lite yet",
      "leave the argument at its default; docs/compat_nki.md lists what each instruction is missing"),

@@ -47,7 +47,8 @@ def test_a_not_built_stub_is_classified_not_supported():
 
 
 def test_every_built_instruction_is_exercised_by_the_dialect_tests():
-    source = "".join(p.read_text() for p in sorted((ROOT / "tests").glob("test_nki_*.py")))
+    files = sorted((ROOT / "tests").glob("test_nki_*.py")) + sorted((ROOT / "tests").glob("test_lnc*.py"))  # LNC=2 ops
+    source = "".join(p.read_text() for p in files)
     called = set(re.findall(r"\bnisa\.([a-z_0-9]+)\(", source))
     for name, kind in BUILT:
         if name.startswith("nki.isa.") and kind == "function":

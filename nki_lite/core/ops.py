@@ -138,6 +138,11 @@ _TABLE = [
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     ("sequence_bounds", "[start, end) of each element's segment along the free axis (0 = padding)",
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
+    # LNC=2 synchronisation (runtime/lnc.py runs both cores; both order everything around them)
+    ("core_barrier", "wait until every logical NeuronCore reaches this barrier on the shared HBM tensor",
+     "gpsimd", "dma", _F, _F, _F, _F, _F, ALL, _F, _T),
+    ("sendrecv", "send src (SBUF) to the peer core's dst while receiving the peer's src into this core's dst",
+     "dma", "dma", _F, _F, _F, _F, _F, ALL, _F, _T),
     ("nonzero_with_count", "each row's nonzero positions (+ offset), padding, then the count",
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
 ]
@@ -240,7 +245,9 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.lower.llvm.rules_partition",
                  "nki_lite.lower.cost.rules_rng_select", "nki_lite.lower.cost.rules_partition",
                  "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect",
-                 "nki_lite.lower.llvm.rules_matmul")
+                 "nki_lite.lower.llvm.rules_matmul",
+                 # issue #14: LNC=2 core_barrier / sendrecv
+                 "nki_lite.runtime.interpret_lnc", "nki_lite.lower.llvm.rules_lnc", "nki_lite.lower.cost.rules_lnc")
 
 
 def missing_rules() -> list[tuple[str, str]]:

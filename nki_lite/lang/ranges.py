@@ -121,6 +121,9 @@ def static_range(*args):
 @api("nl.program_id")
 def program_id(axis: int = 0) -> Index:
     tr = current()
+    from .isa_lnc import current_core          # issue #14: a per-core trace of an LNC=2 launch
+    if current_core() is not None and axis == 0:
+        return Index(Affine(current_core()[0]))     # the core id is a constant of this core's trace
     if not 0 <= axis < max(1, len(tr.grid)):
         raise errors.make("argument", f"program_id({axis}) outside a launch grid of rank {len(tr.grid)}",
                           loc=capture_loc(2))
@@ -135,6 +138,9 @@ def program_id(axis: int = 0) -> Index:
 def num_programs(axes=None) -> int:
     tr = current()
     grid = tr.grid or (1,)
+    from .isa_lnc import current_core          # issue #14: a per-core trace sees both cores
+    if current_core() is not None:
+        grid = (current_core()[1],)
     if axes is None:
         return int(np.prod(grid))
     if isinstance(axes, (tuple, list)):
@@ -144,6 +150,9 @@ def num_programs(axes=None) -> int:
 
 @api("nl.program_ndim")
 def program_ndim() -> int:
+    from .isa_lnc import current_core          # issue #14: a per-core trace is on a 1-D launch of n cores
+    if current_core() is not None:
+        return 1
     return len(current().grid)
 
 

@@ -61,7 +61,12 @@ class Kernel:
         return self.inner[lnc]
 
     def __call__(self, *args, **kwargs):
-        return self._launch(kwargs.get("target"))(*args, **kwargs)
+        launched = self._launch(kwargs.get("target"))
+        if self.grid is None and (self.lnc or 1) > 1:
+            # LNC=2: per-core traces when the kernel branches on the core id or synchronises the cores
+            from ..runtime import lnc
+            return lnc.run(self.inner, self.lnc, args, kwargs)
+        return launched(*args, **kwargs)
 
     def __getattr__(self, name):
         # estimate / inspect_ir / cache_info / stats ... of nki_lite's Kernel, on this launch

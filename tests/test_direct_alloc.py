@@ -8,6 +8,8 @@ no automatic-allocation capacity estimate.
 """
 import warnings
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,16 @@ def test_psum_alloc_function_with_banks_runs():
     k = _psum(ncc.psum.alloc(lambda idx, p, f: (2 + idx[0], 0, 0)))
     np.testing.assert_allclose(k(a, b), 2 * (a.T @ b), rtol=1e-4)
 
+
+
+def test_psum_alloc_function_bound_by_parameter_names_runs():
+    # a partial whose leading parameter is bound by keyword takes the documented names only
+    def where(bank_map, idx, pdim_size, fdim_size):
+        return (bank_map[idx], 0, 0)
+    a = np.random.default_rng(6).random((128, 128), dtype=np.float32)
+    b = np.random.default_rng(7).random((128, 512), dtype=np.float32)
+    k = _psum(ncc.psum.alloc(functools.partial(where, bank_map={(0,): 3, (1,): 6})))
+    np.testing.assert_allclose(k(a, b), 2 * (a.T @ b), rtol=1e-4)
 
 @pytest.mark.parametrize("alloc, words", [
     (ncc.psum.mod_alloc(num_bank_tiles=(2,)), "needs base_bank"),

@@ -15,6 +15,7 @@ rotation is legal reuse, not overlap). `alloc(func)` calls `func(idx, pdim_size,
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 from dataclasses import dataclass
 
@@ -105,9 +106,21 @@ def _check_partition(start: int, pdim: int, pmax: int) -> None:
                                   f"(allowed: {', '.join(map(str, allowed))})")
 
 
+def _call_allocation_function(func, idx: tuple, pdim: int, fdim: int):
+    """func(idx, pdim_size, fdim_size), by the documented parameter names when func accepts them (a
+    `functools.partial(f, bank_map=...)` of `f(bank_map, idx, pdim_size, fdim_size)`, as nki-samples'
+    allocated attention passes, binds only that way), else positionally."""
+    kwargs = {"idx": idx, "pdim_size": pdim, "fdim_size": fdim}
+    try:
+        inspect.signature(func).bind(**kwargs)
+    except (TypeError, ValueError):
+        return func(idx, pdim, fdim)
+    return func(**kwargs)
+
+
 def _location(func, idx: tuple, pdim: int, fdim: int, psum: bool, pmax: int) -> PhysTile:
     try:
-        got = func(idx, pdim, fdim)
+        got = _call_allocation_function(func, idx, pdim, fdim)
     except Exception as e:          # the kernel's own function failed: report it at the declaration
         raise MalformedAllocation(f"the allocation function raised {type(e).__name__}: {e} for block {idx}") from e
     want = 3 if psum else 2

@@ -186,7 +186,7 @@ class Machine:
         arr = self.mem[acc.buffer]
         fast = self._slices(acc, env, mask, True)
         if fast is not None:
-            arr[fast[0]] = np.broadcast_to(values, acc.shape).reshape(fast[1])
+            arr[fast[0]] = np.broadcast_to(values, acc.shape).reshape(arr[fast[0]].shape)
             return
         idx = self._indices(acc, env, mask, instr)
         values = np.broadcast_to(values, acc.shape)

@@ -220,6 +220,9 @@ class CheckingMachine(Machine):
             self.state[self.root(instr.out.buffer)][...] = NEVER
         super().step(instr, env)
 
+    def _slices(self, acc, env, mask, for_write):
+        return None        # the checks track every element's index arrays: always the general path
+
     def _indices(self, acc, env, mask, instr):
         idx = super()._indices(acc, env, mask, instr)
         self._last_idx = idx

@@ -16,7 +16,7 @@ import numpy as np
 from .. import errors, hostmem
 from ..core import dtypes as D
 from ..core import ir
-from ..core.affine import Mask
+from ..core.affine import Mask, axis_of, is_axis_var
 from ..core.bits import UNINIT_SENTINEL
 from ..core.ops import OPS
 from ..lower import analysis
@@ -134,11 +134,60 @@ class Machine:
         m: Mask | None = instr.mask
         return None if m is None else m.evaluate(env, shape)
 
+    def _slices(self, acc: ir.Access, env, mask, for_write: bool):
+        """The access as basic indexing (a strided view, no index arrays) when that is the same
+        elements in the same order: no mask, no indirect indices, each dimension's index uses at
+        most one tile axis, each tile axis at most one dimension, in ascending order, every index in
+        bounds (else None: the general path checks and reports). Returns (index tuple, view shape
+        before broadcasting to acc.shape)."""
+        if mask is not None or getattr(acc, "resolved", None) is not None:
+            return None
+        shape = acc.shape
+        lims = self.buffers[acc.buffer].shape
+        if len(acc.index) != len(lims):
+            return None
+        idx, vshape, last = [], [1] * len(shape), -1
+        for e, lim in zip(acc.index, lims):
+            start, axis, step = e.const, None, 0
+            for k, v in e.terms:
+                if is_axis_var(k):
+                    if axis is not None:
+                        return None
+                    axis, step = axis_of(k), v
+                else:
+                    start += v * env[k]
+            if axis is None:
+                if not 0 <= start < lim:
+                    return None
+                idx.append(start)
+                continue
+            if axis <= last:
+                return None
+            last = axis
+            n = shape[axis]
+            end = start + step * (n - 1)
+            if n == 0 or not (0 <= start < lim and 0 <= end < lim):
+                return None
+            stop = end + (1 if step > 0 else -1)
+            idx.append(slice(start, stop if stop >= 0 else None, step))
+            vshape[axis] = n
+        if for_write and any(v != s for v, s in zip(vshape, shape)):
+            return None            # an axis no dimension uses: many values to one element
+        return tuple(idx), tuple(vshape)
+
     def read(self, acc: ir.Access, env, instr: ir.Instr, mask=None) -> np.ndarray:
+        fast = self._slices(acc, env, mask, False)
+        if fast is not None:       # a copy, as fancy indexing returns: rules may modify what they read
+            view = self.mem[acc.buffer][fast[0]].reshape(fast[1])
+            return np.array(np.broadcast_to(view, acc.shape))
         return self.mem[acc.buffer][self._indices(acc, env, mask, instr)]
 
     def write(self, acc: ir.Access, env, values: np.ndarray, instr: ir.Instr, mask=None) -> None:
         arr = self.mem[acc.buffer]
+        fast = self._slices(acc, env, mask, True)
+        if fast is not None:
+            arr[fast[0]] = np.broadcast_to(values, acc.shape).reshape(arr[fast[0]].shape)
+            return
         idx = self._indices(acc, env, mask, instr)
         values = np.broadcast_to(values, acc.shape)
         if mask is None:

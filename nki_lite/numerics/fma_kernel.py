@@ -1,0 +1,140 @@
+"""A compiled fp32 FMA k-chain for the interpreter's matmul (issue #13: the oracle fast enough for
+full-size NKIBench kernels).
+
+Contract: `fma_chain_f32(s, m, acc, start)` returns exactly what `fma.fma_outer_chain_f32(s, m, acc,
+start)` returns: for every output element (i, j), `acc[i, j] = fmaf(s[k, i], m[k, j], acc[i, j])` for
+k = start .. K-1 in that order (one IEEE single rounding per step), then NaNs canonicalised to
+0x7FC00000. `available()` says whether the compiled routine can be used; when it cannot (llvmlite
+missing or failing), callers use the numpy chain.
+
+Independence from the JIT (why the oracle can still check the JIT): the routine is a tiny
+hand-written LLVM IR text in this module (`_IR`), calling only the `llvm.fma.f32` intrinsic; it shares
+nothing with nki_lite/lower/llvm's code generator, its rules or its launch path. Only the llvmlite
+library (and the process-wide compile lock, since LLVM's pass pipelines are not thread-safe) is
+common. Its result is pinned bit for bit against the numpy definition in tests/test_interpret_fma_kernel.py.
+
+Why it is exact: `llvm.fma.f32` is the correctly rounded fused multiply-add on every target (a
+hardware FMA, or libm's fmaf); the loop keeps k ascending per element (k sits between the row loop
+and the column loop, so vectorising the column loop never reorders one element's chain), and no
+fast-math flags are set, so LLVM may not contract, reassociate or flush subnormals. NaN payloads
+may differ from the numpy path's canonical NaN until the final canonicalisation, which is why it
+is done once at the end (a NaN stays NaN through every later fma).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+__all__ = ["available", "fma_chain_f32"]
+
+_IR = r"""
+declare float @llvm.fma.f32(float, float, float)
+
+define void @fma_chain(ptr noalias readonly %s, ptr noalias readonly %m, ptr noalias %acc,
+                       i64 %K, i64 %M, i64 %N, i64 %start) {
+entry:
+  %any_m = icmp sgt i64 %M, 0
+  br i1 %any_m, label %row, label %done
+row:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %row.end ]
+  %rowbase = mul i64 %i, %N
+  %accrow = getelementptr inbounds float, ptr %acc, i64 %rowbase
+  %any_k = icmp slt i64 %start, %K
+  br i1 %any_k, label %kloop, label %row.end
+kloop:
+  %k = phi i64 [ %start, %row ], [ %k.next, %k.end ]
+  %sidx0 = mul i64 %k, %M
+  %sidx = add i64 %sidx0, %i
+  %sp = getelementptr inbounds float, ptr %s, i64 %sidx
+  %a = load float, ptr %sp, align 4
+  %mbase = mul i64 %k, %N
+  %mrow = getelementptr inbounds float, ptr %m, i64 %mbase
+  %any_n = icmp sgt i64 %N, 0
+  br i1 %any_n, label %col, label %k.end
+col:
+  %j = phi i64 [ 0, %kloop ], [ %j.next, %col ]
+  %mp = getelementptr inbounds float, ptr %mrow, i64 %j
+  %b = load float, ptr %mp, align 4
+  %cp = getelementptr inbounds float, ptr %accrow, i64 %j
+  %c = load float, ptr %cp, align 4
+  %r = call float @llvm.fma.f32(float %a, float %b, float %c)
+  store float %r, ptr %cp, align 4
+  %j.next = add nuw nsw i64 %j, 1
+  %jdone = icmp eq i64 %j.next, %N
+  br i1 %jdone, label %k.end, label %col
+k.end:
+  %k.next = add nsw i64 %k, 1
+  %kdone = icmp eq i64 %k.next, %K
+  br i1 %kdone, label %row.end, label %kloop
+row.end:
+  %i.next = add nuw nsw i64 %i, 1
+  %idone = icmp eq i64 %i.next, %M
+  br i1 %idone, label %done, label %row
+done:
+  ret void
+}
+"""
+
+_LOCK = threading.Lock()
+_STATE: dict = {}
+_QNAN = np.float32(np.nan)
+_P = ctypes.POINTER(ctypes.c_float)
+
+
+def _build():
+    import llvmlite.binding as llvm
+    try:                                  # share LLVM's process-wide compile lock with the JIT
+        from ..lower.llvm.target import _COMPILE_LOCK as compile_lock
+    except Exception:                     # pragma: no cover - the lock is an optimisation of safety only
+        compile_lock = threading.Lock()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    with compile_lock:
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(), opt=3)
+        mod = llvm.parse_assembly(_IR)
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+    addr = engine.get_function_address("fma_chain")
+    fn = ctypes.CFUNCTYPE(None, _P, _P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_int64)(addr)
+    return engine, fn
+
+
+def _fn():
+    with _LOCK:
+        if "fn" not in _STATE:
+            try:
+                _STATE["engine"], _STATE["fn"] = _build()
+            except Exception:              # no usable llvmlite: the numpy chain is the fallback
+                _STATE["fn"] = None
+        return _STATE["fn"]
+
+
+def available() -> bool:
+    return _fn() is not None
+
+
+def fma_chain_f32(s: np.ndarray, m: np.ndarray, acc: np.ndarray, start: int = 0) -> np.ndarray:
+    """The compiled k-chain (see the module contract). s: [K, M], m: [K, N], acc: [M, N]."""
+    fn = _fn()
+    if fn is None:
+        from .fma import fma_outer_chain_f32
+        return fma_outer_chain_f32(s, m, acc, start)
+    s = np.ascontiguousarray(s, dtype=np.float32)
+    m = np.ascontiguousarray(m, dtype=np.float32)
+    out = np.array(acc, dtype=np.float32, order="C")      # a fresh copy: the caller's acc is untouched
+    K, M = s.shape
+    N = m.shape[1]
+    if m.shape[0] != K or out.shape != (M, N):
+        raise ValueError(f"fma_chain_f32: shapes {s.shape} {m.shape} {out.shape} do not chain")
+    if start >= K or M == 0 or N == 0:
+        return out
+    fn(s.ctypes.data_as(_P), m.ctypes.data_as(_P), out.ctypes.data_as(_P), K, M, N, start)
+    return np.where(np.isnan(out), _QNAN, out)

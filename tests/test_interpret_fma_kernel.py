@@ -1,4 +1,4 @@
-"""The interpreter's compiled fp32 FMA k-chain (numerics/fma_kernel.py) against the numpy definition
+"""The interpreter's compiled fp32 FMA k-chain (runtime/fma_kernel.py) against the numpy definition
 (numerics/fma.py) bit for bit, and the interpreter using it against the JIT.
 
 The compiled chain exists only for speed (issue #13): every input that could separate it from the
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import nki_lite as nki
 import nki_lite.isa as nisa
 import nki_lite.language as nl
-from nki_lite.numerics import fma_kernel
+from nki_lite.runtime import fma_kernel
 from nki_lite.numerics.fma import fma_f32, fma_outer_chain_f32
 
 from .oracle import assert_bits, fast, from_f64, storage

@@ -5,7 +5,7 @@ lower/llvm/rules_compute.py).
 Numerics (docs/numerics.md) beyond interpret_common's:
 - Matmul: per output element, acc starts as the first product (or the PSUM value when
   accumulating) and adds products in k order, each step rounded to fp32; with fp32 inputs each
-  step is an exactly-rounded FMA (numerics/fma_kernel.py's compiled chain, bit-identical to the
+  step is an exactly-rounded FMA (runtime/fma_kernel.py's compiled chain, bit-identical to the
   numpy definition numerics/fma.py). Products of narrower formats are exact in fp32.
 - tensor_tensor_scan: strictly sequential along the free axis, each op rounded to fp32; the carry
   is the fp32 value (not the rounded output); masked-off positions pass the carry through.
@@ -155,9 +155,9 @@ def _nc_matmul(m, instr, env):
             acc = (s[0][:, None] * mv[0][None, :]).astype(F32)
             start = 1
         if fused:           # fp32 operands: one fused multiply-add per step (numerics/fma.py);
-            # the compiled chain (numerics/fma_kernel.py, independent of the JIT) is the same bits
+            # the compiled chain (runtime/fma_kernel.py, independent of the JIT) is the same bits
             # ~40x faster; the numpy chain is the fallback without llvmlite
-            from ..numerics.fma_kernel import fma_chain_f32
+            from .fma_kernel import fma_chain_f32
             acc = fma_chain_f32(s, mv, acc, start)
         for k in range(start, K) if not fused else ():
             acc = (acc + s[k][:, None] * mv[k][None, :]).astype(F32)

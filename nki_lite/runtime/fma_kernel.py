@@ -125,7 +125,7 @@ def fma_chain_f32(s: np.ndarray, m: np.ndarray, acc: np.ndarray, start: int = 0)
     """The compiled k-chain (see the module contract). s: [K, M], m: [K, N], acc: [M, N]."""
     fn = _fn()
     if fn is None:
-        from .fma import fma_outer_chain_f32
+        from ..numerics.fma import fma_outer_chain_f32
         return fma_outer_chain_f32(s, m, acc, start)
     s = np.ascontiguousarray(s, dtype=np.float32)
     m = np.ascontiguousarray(m, dtype=np.float32)

@@ -79,7 +79,8 @@ def interleaved(fa, fb, reps: int, settle: float = 0.0) -> tuple[float, float]:
     with `settle` > 0, before every timed call the same function runs untimed until `settle` seconds
     have passed since the previous timed call ended (see SETTLE_SECONDS)."""
     fa(), fb()
-    ta, tb = [], []
+    ta: list[float] = []
+    tb: list[float] = []
     last_end = time.perf_counter()
     for _ in range(max(1, reps)):
         for f, times in ((fa, ta), (fb, tb)):

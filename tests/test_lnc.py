@@ -17,12 +17,27 @@ def _halves(a):
     return a[:ROWS], a[ROWS:]
 
 
-@nki.jit
-def branchy(a):
+def _my_rows(a):
+    """The kernels' common start (plain Python, traced inline): an HBM output shaped like a, the core
+    id, and that core's ROWS rows of a in an SBUF tile."""
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     me = nl.program_id(0)
     t = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=a[me * ROWS:(me + 1) * ROWS, :])
+    return out, me, t
+
+
+def _all_rows(a):
+    """Like _my_rows, but every core loads the whole of a."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    return out, nl.program_id(0), t
+
+
+@nki.jit
+def branchy(a):
+    out, me, t = _my_rows(a)
     r = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
     if me == 0:                                    # Python control flow on the core id
         nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=3.0)
@@ -65,11 +80,8 @@ def test_barrier_orders_writes_before_peer_reads():
 
 @nki.jit
 def exchange(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    me = nl.program_id(0)
-    mine = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    out, me, mine = _my_rows(a)
     theirs = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=mine, src=a[me * ROWS:(me + 1) * ROWS, :])
     nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
     summed = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=summed, data1=mine, data2=theirs, op=nl.add)
@@ -86,30 +98,17 @@ def test_sendrecv_moves_the_peer_tile():
 
 @nki.jit
 def uneven_barriers(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    me = nl.program_id(0)
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
+    out, me, t = _all_rows(a)
     if me == 0:
         nisa.core_barrier(out, (0, 1))             # only core 0 waits: its peer never comes
     nisa.dma_copy(dst=out, src=t)
     return out
 
 
-def test_unmatched_barrier_is_nl_e918_at_the_line():
-    with pytest.raises(errors.NkiLiteError) as e:
-        uneven_barriers[2](np.zeros((ROWS, 4), np.float32))
-    assert e.value.code == "NL-E918"
-    assert "test_lnc.py" in str(e.value) and "core 1 finished" in str(e.value)
-
-
 @nki.jit
 def crossed(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    me = nl.program_id(0)
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    out, me, t = _all_rows(a)
     u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
     if me == 0:
         nisa.core_barrier(out, (0, 1))
     else:
@@ -118,11 +117,15 @@ def crossed(a):
     return out
 
 
-def test_barrier_against_sendrecv_is_a_deadlock_nl_e917():
+@pytest.mark.parametrize("kernel, code, says", [
+    (uneven_barriers, "NL-E918", ("test_lnc.py", "core 1 finished")),           # unmatched, at the line
+    (crossed, "NL-E917", ("core 0 at nisa.core_barrier", "core 1 at nisa.sendrecv")),  # deadlock
+], ids=["unmatched-barrier", "barrier-vs-sendrecv"])
+def test_sync_mismatch_is_reported(kernel, code, says):
     with pytest.raises(errors.NkiLiteError) as e:
-        crossed[2](np.zeros((ROWS, 4), np.float32))
-    assert e.value.code == "NL-E917"
-    assert "core 0 at nisa.core_barrier" in str(e.value) and "core 1 at nisa.sendrecv" in str(e.value)
+        kernel[2](np.zeros((ROWS, 4), np.float32))
+    assert e.value.code == code
+    assert all(fragment in str(e.value) for fragment in says)
 
 
 def test_barrier_on_one_core_is_nl_e918():
@@ -134,10 +137,7 @@ def test_barrier_on_one_core_is_nl_e918():
 def test_grid_path_kept_when_trace_is_core_independent():
     @nki.jit
     def add_one(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        me = nl.program_id(0)
-        t = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a[me * ROWS:(me + 1) * ROWS, :])
+        out, me, t = _my_rows(a)
         nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
         nisa.dma_copy(dst=out[me * ROWS:(me + 1) * ROWS, :], src=t)
         return out
@@ -156,10 +156,7 @@ def test_estimates_per_core_and_device_time_is_the_max():
 
     @nki.jit
     def lopsided(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        me = nl.program_id(0)
-        t = nl.ndarray((ROWS, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a[me * ROWS:(me + 1) * ROWS, :])
+        out, me, t = _my_rows(a)
         if me == 1:                                # core 1 does eight extra passes
             for _ in range(8):
                 nisa.activation(dst=t, op=nl.exp, data=t)

@@ -9,6 +9,8 @@ Contract:
   TypeError for what that path cannot key, which then takes the general path).
 - `out_problem`, `blame_sequence_argument`, `spec_text`, `check_options`: what is wrong with an
   `out=` array, a list passed as a tensor, a declared annotation, a decorator option — in words.
+- `call_result(kernel, results, arguments)`: what a call hands back — mutable input parameters the
+  kernel wrote are copied into the caller's arrays, and the returned outputs shaped as `return` said.
 - `as_returned(kernel, outs)` / `as_root(kernel, k, a)`: an output returned as a whole HBM view
   (`return out.reshape(shape)`, Kernel.output_views) is handed back as that view of its root's array,
   and a caller's `out=` array of the view's shape is viewed as the root (both without copies).
@@ -210,6 +212,22 @@ def as_returned(kernel: ir.Kernel, outs: tuple) -> tuple:
         want = D.storage(dtype)
         outs[k] = (a.view(want) if a.dtype != want else a).reshape(shape)
     return tuple(outs)
+
+
+def call_result(kernel: ir.Kernel, results: dict, arguments: dict):
+    """The value of a call whose run left `results` (buffer name -> array): written mutable inputs are
+    copied back into the caller's `arguments`, then None, one output or a tuple as the kernel returned."""
+    for name in kernel.outputs:
+        b = kernel.buffer(name)
+        if b.kind == "input" and b.mutable and name in arguments and results[name] is not arguments[name]:
+            np.copyto(arguments[name], results[name])
+    returned = kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)]
+    outs = as_returned(kernel, tuple(results[n] for n in returned))
+    if kernel.return_kind == "none":
+        return None
+    if kernel.return_kind == "single":
+        return outs[0]
+    return outs
 
 
 def as_root(kernel: ir.Kernel, k: int, a):

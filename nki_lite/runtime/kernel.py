@@ -32,7 +32,7 @@ from ..lower.passes import pipeline as passes
 from ..lower.verify import verify
 from ..lang.tensor_spec import TensorSpec
 from . import knobs
-from .binding import (as_returned, as_root, as_tuple, blame_sequence_argument, check_options, const_key,
+from .binding import (as_root, call_result, as_tuple, blame_sequence_argument, check_options, const_key,
                       fast_key, out_problem, outs_key, spec_text, to_array)
 from .fastpath import cached_launcher
 from .notices import KnobChangedWarning, NkiLitePerformanceWarning, knob_text, warn_once
@@ -270,16 +270,7 @@ class Kernel:
             for name, arr in provided.items():
                 np.copyto(arr, results[name])
                 results[name] = arr
-        for name in kernel.outputs:
-            b = kernel.buffer(name)
-            if b.kind == "input" and b.mutable and results[name] is not bound.arguments[name]:
-                np.copyto(bound.arguments[name], results[name])
-        outs = as_returned(kernel, tuple(results[n] for n in kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)]))
-        if kernel.return_kind == "none":
-            return None
-        if kernel.return_kind == "single":
-            return outs[0]
-        return outs
+        return call_result(kernel, results, bound.arguments)
 
 
     def _inline(self, tr, args, kwargs):

@@ -165,7 +165,7 @@ def run(kernel, n: int, args, kwargs):
 
 
 def run_per_core(kernel, n: int, args, kwargs):
-    from .binding import as_returned
+    from .binding import call_result
     from .interpreter import machine_class, prepared
     kwargs = dict(kwargs)
     target = kwargs.pop("target", None)
@@ -188,17 +188,7 @@ def run_per_core(kernel, n: int, args, kwargs):
     if hub.error is not None:
         raise hub.error
     k0, m0 = ks[0], ms[0]
-    results = {name: m0.mem[name] for name in k0.outputs}
-    for name in k0.outputs:
-        b = k0.buffer(name)
-        if b.kind == "input" and b.mutable and name in inputs:
-            np.copyto(inputs[name], results[name])
-    outs = as_returned(k0, tuple(results[x] for x in k0.outputs[:len(k0.outputs) - len(k0.written_back)]))
-    if k0.return_kind == "none":
-        return None
-    if k0.return_kind == "single":
-        return outs[0]
-    return outs
+    return call_result(k0, {name: m0.mem[name] for name in k0.outputs}, inputs)
 
 
 class LncEstimate:

@@ -64,6 +64,8 @@ class Target:
     gpsimd_start: int = 150         # GPSIMD_START (iota, affine_select)
     gather_max_indices: int = 4096  # nisa.local_gather: indices per GpSimd core (api/nki/isa docs)
     dep_issue_cycles: int = 264     # §4.6: dependent back-to-back tiny ScalarE instructions issue every 264 cycles
+    static_overhead_cycles: int = 100   # §4.6 / §4.7 arch guide: ~100 cycles static overhead per instruction
+                                        # (counted in engine-active time only, TARGET_NOTES)
     strided_penalty: float = 2.0    # §3.4: innermost F stride > 16 B halves SBUF/PSUM bandwidth
     vector_perf_mode: bool = False  # §4.7 "Trn2 VectorE perf mode" (2x / 4x); absent on v2
     scalar_2byte_speedup: float = 1.0   # §3.1: v4 ScalarE 256 elem/cycle for BF16/FP16/FP8 (2x), 128 others
@@ -185,6 +187,13 @@ TARGET_NOTES: dict[str, str] = {
         "documented (§4.6): dependent back-to-back tiny instructions issue every 264 engine cycles; the model "
         "adds 264 - MIN_II = 200 cycles between a producer and a dependent consumer on the same engine "
         "(except PSUM accumulation groups on TensorE, which accumulate near-memory, §3.2).",
+    "static_overhead_cycles":
+        "documented ~100 cycles (§4.6 'Static instruction overhead is ~100 cycles'; arch guide, §4.7: 'Add ~100 "
+        "cycles static overhead when instructions are tiny or serially dependent'), stated for NC-v2 and assumed "
+        "the same on v3/v4. The §4.7 formulas are initiation intervals of back-to-back instructions, so the "
+        "overhead does not delay the next instruction (times unchanged); the profiler counts an engine active "
+        "while an instruction is being processed (§6.4), so an instruction's active interval is its initiation "
+        "interval plus this overhead, and engine-active time is the union of those intervals (schedule.py).",
     "base_ghz(trn3)": "assumed 1.2 GHz: §3.1 lists no NC base clock for v4; every v4 engine runs at 1.2 GHz.",
     "tensor_fp32_transpose_factor(trn3)": "assumed 2 as on v3: §3.1 says v4 keeps v3's features.",
     "vector_perf_mode(trn3)": "assumed v3's perf-mode rules (§4.7) with FP8 counted as a 2-byte-class dtype "

@@ -96,7 +96,7 @@ class Estimate:
             "neuroncore_cycle_count": int(round(T * t.base_ghz)),
         }
         for e, _ in ENGINE_TRACKS:
-            s[f"{e}_engine_active_time_percent"] = 100.0 * tot.busy_ns[e] / Tn
+            s[f"{e}_engine_active_time_percent"] = 100.0 * self.result.engine_active_ns.get(e, tot.busy_ns[e]) / Tn
         for e, _ in ENGINE_TRACKS:
             s[f"total_time_{e}"] = tot.busy_ns[e] * 1e-9
         s.update({

@@ -122,7 +122,8 @@ class Periodic:
                 pre[j] = self._pre_times(deps, env, serial0)
             mine: list = []
             self.created.append(mine)
-            n_iv = (len(self.dma_iv), self.dma_extra)
+            n_iv = (len(self.dma_iv), self.dma_extra,
+                    {e: (len(v), self.act_extra[e]) for e, v in self.act_iv.items()})
             self.nodes(it.body, env)
             self.created.pop()
             snaps.append(self._snapshot(mine))
@@ -367,11 +368,19 @@ class Periodic:
                 self.regions[(bb, inst + G)] = reg
             self.gen[b] += G
         # DMA activity and the time span skipped
-        n_iv, extra0 = created_per_iter[j - p + 1][1]
+        n_iv, extra0, n_act = created_per_iter[j - p + 1][1]
 
         iv = self.dma_iv[n_iv:]
         period = max(0.0, float(np.max(dfull[:created_per_iter[j][2]])))
         self.dma_extra += Q * min(period, union_length(iv) + (self.dma_extra - extra0))
+        # engine-active time (schedule.py): the last period's marginal union given the period before it
+        # (its tails may reach into the next period), plus what nested extrapolations added
+        prev_act = created_per_iter[j - 2 * p + 1][1][2] if j - 2 * p + 1 >= 0 else n_act
+        for e, (n0, x0) in n_act.items():
+            m0 = prev_act[e][0]
+            iv = self.act_iv[e]
+            gain = union_length(iv[m0:]) - union_length(iv[m0:n0])
+            self.act_extra[e] += Q * min(period, gain + (self.act_extra[e] - x0))
         span = float(np.max(dres)) * Q if len(dres) else 0.0
         self.t_max = max([self.t_max] + [self.free[r] for r in COMPUTE_ENGINES] +
                          [self._qend(q) for q in self.qidx])

@@ -156,6 +156,9 @@ class ScheduleResult:
     extrapolations: list          # (loop var, iterations skipped, period, approximate?)
     simulated_instructions: int
     approximate: bool
+    # compute engine -> engine-active time: the union of its instructions' [start, end + static overhead]
+    # (schedule.py; the profiler's *_engine_active_time, §6.4), at most total_ns
+    engine_active_ns: dict = field(default_factory=dict)
 
 
 def union_length(iv) -> float:

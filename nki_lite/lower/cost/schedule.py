@@ -106,6 +106,13 @@ class Simulator(Periodic):
         self.events: list[Event] = []
         self.dma_iv: list[tuple[float, float]] = []
         self.dma_extra = 0.0
+        # engine-active time as the profiler counts it (§6.4: an engine is active while an instruction is
+        # being processed): each instruction's interval plus the static overhead (~100 cycles, §4.6),
+        # which the initiation-interval formulas hide between back-to-back instructions but which shows
+        # after an instruction followed by idle time. Time is unaffected; only the active union grows.
+        self.overhead = {e: t.static_overhead_cycles / t.clocks[e] for e in COMPUTE_ENGINES}
+        self.act_iv: dict = {e: [] for e in COMPUTE_ENGINES}
+        self.act_extra = {e: 0.0 for e in COMPUTE_ENGINES}
         self.created: list[list] = []       # one list per active loop level
         self.sim_count = 0
         self.t_max = 0.0
@@ -314,6 +321,7 @@ class Simulator(Periodic):
             end = start + c.ns
             for ln in lanes:
                 self._occupy_lane(ln, start, end, eng)
+            self.act_iv[eng].append((start, end + self.overhead[eng]))
             if end > free[eng]:
                 free[eng] = end
             for p in ports:
@@ -419,8 +427,9 @@ class Simulator(Periodic):
             finally:
                 self._release()
         total = max([self.t_max] + [self.free[r] for r in COMPUTE_ENGINES] + [self._qend(q) for q in self.qidx])
+        active = {e: min(total, union_length(self.act_iv[e]) + self.act_extra[e]) for e in COMPUTE_ENGINES}
         return ScheduleResult(total, self.events, min(total, union_length(self.dma_iv) + self.dma_extra), self.extrapolations,
-                              self.sim_count, self.approximate)
+                              self.sim_count, self.approximate, active)
 
 
 def schedule(kernel: Kernel, target: Target, record_events: bool = True,

@@ -215,3 +215,16 @@ def test_engine_active_criterion_counts_misses_beyond_15_points():
     misses = [p for p in pairs if abs(p[2] - p[3]) > V.ACTIVE_POINTS]
     assert [(c, k) for c, k, _, _ in misses] == [(c2, "vector")]
     assert "within ±15 points: 7 of 8 measured figures; not:" in V.render(est, {})
+
+
+def test_active_time_stats_compare_milliseconds_not_percent():
+    # an estimate twice as fast with twice the active % has exactly the measured active milliseconds
+    c = next(iter(V.MEASURED))
+    m = V.MEASURED[c]
+    est = {c: {"latency_ms": m["latency_ms"] / 2,
+               "active": {k: 2 * v for k, v in m["active"].items()}}}
+    s = V.active_time_stats(est)
+    n = sum(v >= V.ACTIVE_TIME_MIN_PERCENT for v in m["active"].values())
+    assert s["figures"] == n and s["median_abs_error"] == pytest.approx(0.0) and s["within_30"] == 1.0
+    est[c]["active"] = {k: v for k, v in m["active"].items()}          # same %, half the time: -50%
+    assert V.active_time_stats(est)["median_abs_error"] == pytest.approx(0.5)

@@ -39,8 +39,7 @@ def serial_chain(a):
 def back_to_back(a):
     """One load, then a long stream of independent Vector ops on it: no idle time between them."""
     out = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.shared_hbm)
-    t = nl.load(a[0:128, :])
-    acc = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    t, acc = nl.load(a[0:128, :]), nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
     for j in nl.static_range(16):
         acc[...] = nisa.tensor_scalar(t, nl.add, float(j), engine=nisa.vector_engine)
     nl.store(out, value=acc)
@@ -52,9 +51,9 @@ def independent(a):
     """Independent load -> Vector op -> store iterations: the Vector ops bunch up as loads land."""
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(a.shape[0] // 128):
-        t = nl.load(a[i * 128:(i + 1) * 128, :])
-        u = nisa.tensor_scalar(t, nl.multiply, 2.0, engine=nisa.vector_engine)
-        nl.store(out[i * 128:(i + 1) * 128, :], value=u)
+        rows = nl.ds(i * 128, 128)
+        nl.store(out[rows, :], value=nisa.tensor_scalar(nl.load(a[rows, :]), nl.multiply, 2.0,
+                                                          engine=nisa.vector_engine))
     return out
 
 

@@ -291,6 +291,17 @@ def geometry(request, monkeypatch):
     jit.CACHE.clear()
 
 
+@pytest.mark.parametrize("geom, registers", [(MK.WIDE, 32), (MK.NARROW, 16)], ids=["avx512", "avx2"])
+def test_geometry_fits_registers_and_tiles_the_psum_width(geom, registers):
+    """Each block's accumulators, its row of B and one broadcast fit the vector register file (a spill
+    halves the speed), and its strip width divides the 512-wide moving tile, so a full PSUM tile has no
+    narrower tail strip; the micro-kernel's strips for N = 512 are all full."""
+    assert geom.mr * geom.nr + geom.nr + 1 <= registers
+    width = nl.tile_size.gemm_moving_fmax
+    assert width % (geom.nr * geom.lanes) == 0
+    assert MK._strips(width, geom) == [(0, width // (geom.nr * geom.lanes), geom.nr, geom.lanes)]
+
+
 @pytest.mark.parametrize("K, M, N", [(128, 1, 1), (300, 13, 47), (640, 7, 100), (1100, 128, 512),
                                      (129, 50, 130), (257, 6, 16), (128, 8, 48)])
 def test_chain_geometries_equal_interpreter(geometry, K, M, N):

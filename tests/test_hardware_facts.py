@@ -40,7 +40,6 @@ ALLOWED: dict[tuple[str, int], str] = {
     ("nki_lite/lower/llvm/plan_check.py", 4096): "bound on the status words of a disk-cache entry (validation)",
     ("nki_lite/lang/purity.py", 1 << 16): "_MAX_ITEMS: containers fingerprinted per trace",
     ("nki_lite/lang/source.py", 4096): "an lru_cache size",
-    ("nki_lite/lower/llvm/matmul_chain.py", 512): "KC: contraction rows per fused matmul group, a host cache size",
 }
 
 PENDING: dict[str, str] = {}

@@ -93,9 +93,10 @@ def test_chain_equals_interpreter(dts, seed, K, M, N, first, start):
 
 def test_chain_is_fused():
     """Call sites of the micro-kernel, one chain each: a bare 128-row matmul then a 1024-row loop is
-    two (the bare one's group, and one call in a loop over groups of 4 iterations = 512 rows); 128
-    bare + 128 in a loop + a 44-row tail is one group; the same kernel unvectorised has none."""
-    for K, calls in ((1024 + 128, 2), (300, 1)):
+    two (the bare one's group, and one call in a loop over groups of KC // 128 iterations); 128
+    bare + 128 in a loop + a 44-row tail is one group when KC holds 300 rows, else the first two
+    and the tail; the same kernel unvectorised has none."""
+    for K, calls in ((1024 + 128, 2), (300, 1 if MC.KC >= 300 else 2)):
         kern = _chain_kernel(K, 128, 512, True, None)
         ir_k = kern.trace(np.zeros((K, 128), F32), np.zeros((K, 512), F32), np.zeros((128, 512), F32))
         text = generate(ir_k).text
@@ -256,7 +257,8 @@ def test_multi_tile_chain(shared):
     text = generate(k.trace(a, b)).text
     sites = [ln for ln in text.splitlines() if "call void @nkl_mmk_" in ln]
     if shared:
-        # 5 loop iterations: one site in a loop over groups of 4, one for the 5th with the tail
+        # 5 loop iterations: one site in a loop over groups of KC // 128 (2 or 4), one for the rest
+        # with the tail
         assert len(sites) == 2 and all(f"@nkl_mmk_{M}x{N}x2_" in s for s in sites), sites
     else:
         assert len(sites) == 4 and all(f"@nkl_mmk_{M}x{N}x1_" in s for s in sites), sites
@@ -270,7 +272,8 @@ def test_stdlib_kernel_feeds_a_blocks_tiles_per_call():
     text = generate(call.kernel.trace(*call.args)).text
     sites = [ln for ln in text.splitlines() if "call void @nkl_mmk_" in ln]
     # (the M-block loop is a parallel region: its body is emitted in the region function and inline)
-    assert sites and all("@nkl_mmk_128x512x4_c_128x4f_g" in s for s in sites), sites
+    # (each call takes KC // 128 of the K loop's iterations)
+    assert sites and all(f"@nkl_mmk_128x512x4_c_128x{MC.KC // 128}f_g" in s for s in sites), sites
 
 
 # ---------------------------------------------------------------- register-block geometry
@@ -278,7 +281,7 @@ def test_stdlib_kernel_feeds_a_blocks_tiles_per_call():
 @pytest.fixture(params=[MK.WIDE, MK.NARROW], ids=lambda g: f"{g.lanes}x{g.mr}x{g.nr}")
 def geometry(request, monkeypatch):
     """Every test using this runs with the micro-kernel compiled for both host geometries (AVX-512's
-    8 x 3 of 16 lanes and AVX2's 6 x 2 of 8 lanes both run on any x86-64 host: LLVM splits or
+    12 x 2 of 16 lanes and AVX2's 6 x 2 of 8 lanes both run on any x86-64 host: LLVM splits or
     widens the vectors), a fresh compile each time (no disk or memory cache hit)."""
     from nki_lite.runtime import jit
     monkeypatch.setattr(MK, "host_geometry", lambda: request.param)
@@ -286,6 +289,17 @@ def geometry(request, monkeypatch):
     jit.CACHE.clear()
     yield request.param
     jit.CACHE.clear()
+
+
+@pytest.mark.parametrize("geom, registers", [(MK.WIDE, 32), (MK.NARROW, 16)], ids=["avx512", "avx2"])
+def test_geometry_fits_registers_and_tiles_the_psum_width(geom, registers):
+    """Each block's accumulators, its row of B and one broadcast fit the vector register file (a spill
+    halves the speed), and its strip width divides the 512-wide moving tile, so a full PSUM tile has no
+    narrower tail strip; the micro-kernel's strips for N = 512 are all full."""
+    assert geom.mr * geom.nr + geom.nr + 1 <= registers
+    width = nl.tile_size.gemm_moving_fmax
+    assert width % (geom.nr * geom.lanes) == 0
+    assert MK._strips(width, geom) == [(0, width // (geom.nr * geom.lanes), geom.nr, geom.lanes)]
 
 
 @pytest.mark.parametrize("K, M, N", [(128, 1, 1), (300, 13, 47), (640, 7, 100), (1100, 128, 512),

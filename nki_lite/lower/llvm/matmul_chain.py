@@ -36,7 +36,10 @@ from ...core.affine import axis_var
 from .context import LoopEnv
 from . import matmul_kernel as MK
 
-KC = 512              # contraction rows per fused group (LLVM_NOTES §1b: TK = 512 reaches numpy parity)
+# contraction rows per fused group: the micro-kernel's B strip over a group (KC x 32 floats with
+# AVX-512's 12 x 2 block) must stay in L1 while every row block reads it; 256 ran 5-8% faster than
+# 512 on the Xeon host (matmul_kernel.py WIDE), 128 doubles the PSUM round trips and was slower
+KC = 256
 
 
 MAX_OUTS = 8          # PSUM tiles one chain may feed (each needs its packed A panel in scratch)

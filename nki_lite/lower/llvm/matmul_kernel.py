@@ -21,7 +21,7 @@ to L floats: each column strip's columns contiguous), shared by every output —
 loop streams both from cache in order (LLVM_NOTES §1b: packing).
 
 Blocking: the output is cut into MR x (NR*L) register blocks of `sig.geom` (`Geometry`: L-lane
-vectors, chosen for the host by `host_geometry()` — 8 x 3 zmm with AVX-512, 6 x 2 ymm with AVX2
+vectors, chosen for the host by `host_geometry()` — 12 x 2 zmm with AVX-512, 6 x 2 ymm with AVX2
 only — and part of the function's name). The accumulators are <L x float> values that stay in
 registers across every piece and k (an alloca with constant indices that LLVM promotes),
 MR*NR + NR + 1 <= the register count so nothing spills (LLVM_NOTES §1) — column strips outside,
@@ -55,10 +55,16 @@ class Geometry:
         return f"<{self.lanes} x float>"
 
 
-# AVX-512: 32 zmm -> 8 x 3 zmm (24 + 3 + 1 = 28; the notes' best block). AVX2 only (16 ymm: e.g. a
-# Zen 3 or a VM that hides AVX-512): <16 x float> would be split into ymm pairs and 8 x 3 of them
-# need 48 accumulators; 6 x 2 ymm (12 + 2 + 1 = 15) is the classic Haswell sgemm block
-WIDE = Geometry(16, 8, 3)
+# AVX-512: 32 zmm -> 12 x 2 zmm (24 + 2 + 1 = 27). Two vectors wide, a strip is 32 columns, which
+# divides the 512-column PSUM tile (8 x 3 left a 2-vector tail strip per tile), and the strip of B
+# over a KC = 256 group (256 x 32 floats, 32 KiB) stays in a 48 KiB L1 while every row block of the
+# tile reads it (8 x 3: 48 KiB, from L2). Measured on the Xeon host (family 6 model 167, loaded
+# machine, stdlib.matmul fp32 2048^3, one thread, in-process interleaved): 8 x 3 / KC 512 117-131
+# GFLOP/s, 12 x 2 / 256 129-141, 14 x 2 / 256 the same within noise, 6 x 4 and 4 x 6 slower.
+# AVX2 only (16 ymm: e.g. a Zen 3 or a VM that hides AVX-512): <16 x float> would be split into ymm
+# pairs and 12 x 2 of them need 48 accumulators; 6 x 2 ymm (12 + 2 + 1 = 15) is the classic Haswell
+# sgemm block
+WIDE = Geometry(16, 12, 2)
 NARROW = Geometry(8, 6, 2)
 
 

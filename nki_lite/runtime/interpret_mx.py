@@ -1,0 +1,39 @@
+"""Interpreter rules of the MX instructions (quantize_mx, nc_matmul_mx): numerics/mx.py is the definition,
+these rules move its inputs and results between the machine's memory and the instruction's accesses
+(lang/isa_mx.py: one [4, F] scale access per 32-partition quadrant). Mirrored by lower/llvm/rules_mx.py."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.ops import rule
+from ..numerics import mx as MX
+from .interpret_common import F32, finish
+
+
+def _scales(m, accs, env, instr) -> np.ndarray:
+    """The compact [K//8, F] E8M0 codes of a data tile from its quadrant scale accesses."""
+    return np.concatenate([m.read(a, env, instr).view(np.uint8) for a in accs], axis=0)
+
+
+@rule("interpret", "quantize_mx")
+def _quantize_mx(m, instr, env):
+    dst, quads = instr.outs[0], instr.outs[1:]
+    x = m.read(instr.ins[0], env, instr).astype(F32)
+    data, scales = MX.quantize(x, m.dtype_of(dst))
+    m.write(dst, env, data, instr)
+    for j, acc in enumerate(quads):
+        m.write(acc, env, scales[4 * j:4 * j + 4].view(m.mem[acc.buffer].dtype), instr)
+
+
+@rule("interpret", "nc_matmul_mx")
+def _nc_matmul_mx(m, instr, env):
+    dst = instr.out
+    st, mv = instr.ins[0], instr.ins[1]
+    nq = instr.attr("quadrants")
+    ss = _scales(m, instr.ins[2:2 + nq], env, instr)
+    ms = _scales(m, instr.ins[2 + nq:2 + 2 * nq], env, instr)
+    acc = MX.matmul(m.read(st, env, instr), m.dtype_of(st), m.read(mv, env, instr), m.dtype_of(mv), ss, ms)
+    if instr.attr("accumulate"):
+        with np.errstate(all="ignore"):
+            acc = (m.read(dst, env, instr).astype(F32) + acc).astype(F32)
+    m.write(dst, env, finish(acc, m.dtype_of(dst)), instr)

@@ -2,9 +2,11 @@
 
 Contract (the ISA docs of both instructions, the Trainium3 architecture guide, the nki-samples MXFP tutorial;
 numerics in numerics/mx.py, choices in docs/numerics.md "MX formats"):
-- `quantize_mx(dst, src, dst_scale)`: src an SBUF float16/bfloat16 tile [P, F] (P a multiple of 32, at most
-  128; F a multiple of 4), dst an SBUF float8_e4m3fn_x4 / float8_e5m2_x4 tile [P, F//4], dst_scale an SBUF
-  float8_e8m0fnu / uint8 tile with F//4 free elements and the quadrant layout: the scales of data
+- `quantize_mx(dst, src, dst_scale)`: src an SBUF float16/bfloat16 tile [P, F...] (P a multiple of 32, at most
+  128; F, the free elements read row-major, a multiple of 4: groups are 4 consecutive free elements), dst an
+  SBUF float8_e4m3fn_x4 / float8_e5m2_x4 tile with P partitions and F//4 free elements (any free shape, as the
+  NKI Library writes [P, n, T]), dst_scale an SBUF float8_e8m0fnu / uint8 tile with F//4 free elements and the
+  quadrant layout: the scales of data
   quadrant j (partitions 32j..32j+31) are written to scale partitions 32j..32j+3 of the view; the
   other partitions are not touched (a view starting at partition 4, 8 or 12 packs several tensors'
   scales into one tile). IR: `quantize_mx` with outs (dst, one [4, F//4] scale view per quadrant).
@@ -62,6 +64,16 @@ def _two_d(t: Tile, what: str, api: str, loc) -> tuple[int, int]:
     return int(t.shape[0]), int(t.shape[1])
 
 
+def _flat(t: Tile, what: str, api: str, loc) -> tuple[int, int]:
+    """(partitions, free elements) of a tile of any rank >= 2 (its free axes read row-major)."""
+    if len(t.shape) < 2:
+        raise _layout(api, f"{what} must have a partition axis and free axes, got shape {tuple(t.shape)}", loc)
+    free = 1
+    for n in t.shape[1:]:
+        free *= int(n)
+    return int(t.shape[0]), free
+
+
 def _data_partitions(P: int, what: str, api: str, loc) -> None:
     if P % QUADRANT or not 0 < P <= 128:
         raise _layout(api, f"{what} spans {P} partitions: it must be a multiple of 32 and at most 128 (a scaling "
@@ -70,9 +82,13 @@ def _data_partitions(P: int, what: str, api: str, loc) -> None:
 
 
 def _scale_quadrants(scale: Tile, P: int, F: int, what: str, api: str, loc) -> tuple[ir.Access, ...]:
-    """The [4, F] view of each quadrant's scales: rows 32j..32j+3 of `scale`, columns 0..F-1."""
-    SP, SF = _two_d(scale, what, api, loc)
+    """The [4, ...] view of each quadrant's scales: rows 32j..32j+3 of `scale` (a 2-D scale tile: its
+    columns 0..F-1; any other rank: all of its free elements, which must then be exactly F)."""
+    SP, SF = _flat(scale, what, api, loc)
     need = MX.scale_partitions(P)
+    if len(scale.shape) != 2 and SF != F:
+        raise _layout(api, f"{what} has {SF} free elements (shape {tuple(scale.shape)}); a scale tile of rank "
+                      f"{len(scale.shape)} must have exactly the data's {F}", loc)
     if SP < need or SF < F:
         raise _layout(api, f"{what} has shape {(SP, SF)}; a data tile of {P} partitions x {F} x4 elements needs "
                       f"at least {need} partitions x {F} (the scales of quadrant j sit in partitions 32j..32j+3)",
@@ -82,7 +98,9 @@ def _scale_quadrants(scale: Tile, P: int, F: int, what: str, api: str, loc) -> t
     if start.is_const and start.const % QUADRANT not in (0, 4, 8, 12):
         raise _layout(api, f"{what} starts at partition {start.const}: scales are read/written at an offset of 0, "
                       "4, 8 or 12 within a quadrant", loc)
-    return tuple(scale[QUADRANT * j:QUADRANT * j + 4, 0:F].access for j in range(P // QUADRANT))
+    if len(scale.shape) == 2:
+        return tuple(scale[QUADRANT * j:QUADRANT * j + 4, 0:F].access for j in range(P // QUADRANT))
+    return tuple(scale[QUADRANT * j:QUADRANT * j + 4].access for j in range(P // QUADRANT))
 
 
 def quantize_mx(dst, src, dst_scale, name=None):
@@ -94,17 +112,17 @@ def quantize_mx(dst, src, dst_scale, name=None):
     _dtype(s, ("bfloat16", "float16"), "src", api, loc)
     _dtype(d, MX.QUANTIZE_OUT, "dst", api, loc)
     _dtype(sc, SCALE_DTYPES, "dst_scale", api, loc)
-    P, F = _two_d(s, "src", api, loc)
+    P, F = _flat(s, "src", api, loc)
     _data_partitions(P, "src", api, loc)
     if F % 4:
         raise _layout(api, f"src has {F} free elements: quantize_mx packs groups of 4, so it must be a multiple of 4",
                       loc)
-    if _two_d(d, "dst", api, loc) != (P, F // 4):
-        raise _layout(api, f"dst has shape {tuple(d.shape)}; for src {(P, F)} it must be {(P, F // 4)} (four values "
-                      "per x4 element)", loc)
-    if int(sc.shape[1]) != F // 4:
-        raise _layout(api, f"dst_scale has {sc.shape[1]} free elements; it must have exactly src's / 4 = {F // 4}",
-                      loc, "slice the scale tile's free axis: scale[:, :F // 4]")
+    if _flat(d, "dst", api, loc) != (P, F // 4):
+        raise _layout(api, f"dst has shape {tuple(d.shape)}; for src {tuple(s.shape)} it must have {P} partitions "
+                      f"and {F // 4} free elements (four values per x4 element)", loc)
+    if _flat(sc, "dst_scale", api, loc)[1] != F // 4:
+        raise _layout(api, f"dst_scale has shape {tuple(sc.shape)}; it must have exactly src's free elements / 4 = "
+                      f"{F // 4}", loc, "slice the scale tile's free axis: scale[:, :F // 4]")
     quads = _scale_quadrants(sc, P, F // 4, "dst_scale", api, loc)
     current().emit(ir.Instr("quantize_mx", (d.access,) + quads, (s.access,), attrs(quadrants=len(quads)), None, loc))
 

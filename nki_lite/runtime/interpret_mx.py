@@ -12,17 +12,17 @@ from .interpret_common import F32, finish
 
 def _scales(m, accs, env, instr) -> np.ndarray:
     """The compact [K//8, F] E8M0 codes of a data tile from its quadrant scale accesses."""
-    return np.concatenate([m.read(a, env, instr).view(np.uint8) for a in accs], axis=0)
+    return np.concatenate([m.read(a, env, instr).view(np.uint8).reshape(4, -1) for a in accs], axis=0)
 
 
 @rule("interpret", "quantize_mx")
 def _quantize_mx(m, instr, env):
     dst, quads = instr.outs[0], instr.outs[1:]
     x = m.read(instr.ins[0], env, instr).astype(F32)
-    data, scales = MX.quantize(x, m.dtype_of(dst))
-    m.write(dst, env, data, instr)
+    data, scales = MX.quantize(x.reshape(x.shape[0], -1), m.dtype_of(dst))     # free axes read row-major
+    m.write(dst, env, data.reshape(dst.shape), instr)
     for j, acc in enumerate(quads):
-        m.write(acc, env, scales[4 * j:4 * j + 4].view(m.mem[acc.buffer].dtype), instr)
+        m.write(acc, env, scales[4 * j:4 * j + 4].view(m.mem[acc.buffer].dtype).reshape(acc.shape), instr)
 
 
 @rule("interpret", "nc_matmul_mx")

@@ -14,6 +14,7 @@ import struct
 from ...core.affine import axis_var
 from ...core.ops import rule
 from ...numerics import mx as MX
+from .rules_reduce import _unflatten
 
 A0, A1 = axis_var(0), axis_var(1)
 
@@ -94,7 +95,9 @@ def _quantize_mx(em, instr, ctx):
     name = em.dtype(dst)
     element, _, emax = MX.X4[name]
     sdt = em.dtype(src)
-    F4 = dst.shape[1]
+    F4 = 1
+    for n in dst.shape[1:]:
+        F4 *= n
     env = ctx.env
     with em.context(W=1):
         for j, quad in enumerate(quads):
@@ -106,7 +109,8 @@ def _quantize_mx(em, instr, ctx):
                     xs, amax = [], "0"
                     for i in range(8):
                         for q in range(4):
-                            x = em.to_f32(em.load_raw(src, {**env, A0: rows[i], A1: cols[q]}), sdt)
+                            x = em.to_f32(em.load_raw(src, _unflatten(em, cols[q], src.shape, 1,
+                                                                      {**env, A0: rows[i]})), sdt)
                             mag = B.op(f"and i32 {B.op(f'bitcast float {x} to i32')}, 2147483647")
                             amax = mag if amax == "0" else B.op(f"select i1 {B.op(f'icmp ugt i32 {mag}, {amax}')}, "
                                                                 f"i32 {mag}, i32 {amax}")
@@ -127,5 +131,5 @@ def _quantize_mx(em, instr, ctx):
                             w = B.op(f"zext i8 {code} to i32")
                             w = B.op(f"shl i32 {w}, {8 * q}") if q else w
                             word = w if word is None else B.op(f"or i32 {word}, {w}")
-                        em.store_raw(dst, {**env, A0: rows[i], A1: c}, word)
-                    em.store_raw(quad, {**env, A0: r, A1: c}, B.op(f"trunc i32 {b} to i8"))
+                        em.store_raw(dst, _unflatten(em, c, dst.shape, 1, {**env, A0: rows[i]}), word)
+                    em.store_raw(quad, _unflatten(em, c, quad.shape, 1, {**env, A0: r}), B.op(f"trunc i32 {b} to i8"))

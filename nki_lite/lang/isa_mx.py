@@ -18,7 +18,8 @@ numerics in numerics/mx.py, choices in docs/numerics.md "MX formats"):
   dialect zero-fills PSUM tensors, so "auto-detect" is accumulation) accumulate. tile_position /
   tile_size are checked and then only a performance hint. IR: `nc_matmul_mx` with ins (stationary,
   moving, stationary scale quadrants..., moving scale quadrants...).
-- Misuse is NL-E119 (layout, shapes, spaces) or NL-E120 (dtypes) at the calling line; `.indirect`
+- Misuse is NL-E119 (layout, shapes, spaces) or NL-E120 (dtypes, a target before NeuronCore-v4) at the
+  calling line; `.indirect`
   operands do not exist in nki_lite (no method).
 """
 from __future__ import annotations
@@ -103,9 +104,18 @@ def _scale_quadrants(scale: Tile, P: int, F: int, what: str, api: str, loc) -> t
     return tuple(scale[QUADRANT * j:QUADRANT * j + 4].access for j in range(P // QUADRANT))
 
 
+def _v4(api: str, loc) -> None:
+    hw = current().hw
+    if hw.nc_version < 4:
+        raise errors.make("mx_dtype", f"{api}: MX formats exist on NeuronCore-v4 and newer; the target {hw.name} is "
+                          f"NeuronCore-v{hw.nc_version}", loc=loc, hint="trace for trn3 (@nki.jit(platform_target="
+                          "\"trn3\") or target=\"trn3\")")
+
+
 def quantize_mx(dst, src, dst_scale, name=None):
     loc = capture_loc(2)
     api = "nisa.quantize_mx"
+    _v4(api, loc)
     d, s, sc = _tile(dst, "dst", api, loc), _tile(src, "src", api, loc), _tile(dst_scale, "dst_scale", api, loc)
     for t, what in ((d, "dst"), (s, "src"), (sc, "dst_scale")):
         _space(t, ir.Space.SBUF, what, api, loc)
@@ -148,6 +158,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
                  accumulate=None, name=None):
     loc = capture_loc(2)
     api = "nisa.nc_matmul_mx"
+    _v4(api, loc)
     d = _tile(dst, "dst", api, loc)
     st, mv = _tile(stationary, "stationary", api, loc), _tile(moving, "moving", api, loc)
     ss, ms = _tile(stationary_scale, "stationary_scale", api, loc), _tile(moving_scale, "moving_scale", api, loc)

@@ -53,6 +53,9 @@ def test_public_dtypes_name_round_trip_and_are_distinct_from_their_storage():
         dt = getattr(nl, name)
         assert D.name_of(dt) == name and D.is_packed(name)
     assert D.name_of(np.uint32) == "uint32" and D.itemsize("float4_e2m1fn_x4") == 2
+    # distinct objects: kernels compare dtypes and key dicts by them (the NKI Library's max-exponent tables)
+    mx = [nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.float4_e2m1fn_x4, nl.float8_e8m0fnu]
+    assert len({*mx, np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint8)}) == 7
     with pytest.raises(D.UnknownDType):
         D.promote("float8_e5m2_x4", "bfloat16")
 

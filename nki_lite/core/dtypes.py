@@ -8,7 +8,8 @@ Contract:
 - MX formats (OCP microscaling, docs/numerics.md "MX formats"): `float8_e4m3fn_x4`, `float8_e5m2_x4`
   (four fp8 codes in a 32-bit element, element q of the group of four in byte q, little-endian) and
   `float4_e2m1fn_x4` (four fp4 codes in a 16-bit element, element q in bits 4q..4q+3) are kind 'x':
-  raw containers, numpy uint32 / uint16 storage, public objects tagged with metadata like tfloat32.
+  raw containers, numpy uint32 / uint16 storage; the public objects are one-field structured dtypes named
+  after the format (so they differ from each other and from uint32 / uint16).
   `float8_e8m0fnu` (the shared power-of-two scale, ml_dtypes storage) is kind 'x' too. Kind 'x'
   values are neither float nor int: only bit copies and the MX instructions take them.
 - `promote(a, b)` implements NKI's documented promotion table (shared/NKI_REFERENCE.md §2.4),
@@ -53,9 +54,11 @@ float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
-float8_e4m3fn_x4 = np.dtype(np.uint32, metadata={"nki_lite": "float8_e4m3fn_x4"})
-float8_e5m2_x4 = np.dtype(np.uint32, metadata={"nki_lite": "float8_e5m2_x4"})
-float4_e2m1fn_x4 = np.dtype(np.uint16, metadata={"nki_lite": "float4_e2m1fn_x4"})
+# one-field structured dtypes: distinct objects (`nl.float8_e4m3fn_x4 != nl.float8_e5m2_x4 != np.uint32`, as
+# kernels compare and key dicts by them), the container's size; storage (INFO) is the plain unsigned type
+float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
+float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
+float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
 float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 INFO: dict[str, DTypeInfo] = {i.name: i for i in [
@@ -93,7 +96,7 @@ _ALIASES = {"fp32": "float32", "f32": "float32", "fp16": "float16", "half": "flo
             "bf16": "bfloat16", "tf32": "tfloat32", "fp8_e4m3": "float8_e4m3",
             "fp8_e5m2": "float8_e5m2", "bool_": "bool", "float8_e4m3b11fnuz": None}
 
-_BY_NUMPY: dict[np.dtype, str] = {dt: name for name, dt in PUBLIC.items() if not dt.metadata}
+_BY_NUMPY: dict[np.dtype, str] = {dt: name for name, dt in PUBLIC.items() if name != "tfloat32"}
 
 
 class UnknownDType(TypeError):
@@ -108,9 +111,8 @@ def name_of(dt) -> str:
             return key
         raise UnknownDType(f"unknown dtype name {dt!r}")
     if isinstance(dt, np.dtype):
-        tag = dt.metadata.get("nki_lite") if dt.metadata else None
-        if tag in INFO:                  # tfloat32 and the x4 types: a tagged container dtype
-            return tag
+        if dt.metadata and dt.metadata.get("nki_lite") == "tfloat32":
+            return "tfloat32"
         name = _BY_NUMPY.get(dt)
         if name is None:
             raise UnknownDType(f"dtype {dt} is not supported by NKI (no float64/int64/complex on device)")

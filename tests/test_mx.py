@@ -245,6 +245,37 @@ def test_matmul_accumulates_and_rounds_to_a_bfloat16_psum_tile():
     assert np.array_equal(bf, one.astype(ml_dtypes.bfloat16).astype(np.float32))
 
 
+@nki.jit(platform_target="trn3")
+def matmul_3d_kernel(st, st_scale, mv, mv_scale):
+    K, M = st_scale.shape[0] * 8, st_scale.shape[1]
+    N = mv_scale.shape[1]
+    s = nl.ndarray((K, 2, M // 2), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)     # [K, 2, M/2]: read row-major
+    nisa.dma_copy(dst=s, src=st.ap(dtype=nl.float8_e4m3fn_x4, pattern=[[M, K], [M // 2, 2], [1, M // 2]], offset=0))
+    m = nl.ndarray((K, N), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    nisa.dma_copy(dst=m, src=mv.ap(dtype=nl.float8_e4m3fn_x4, pattern=[[N, K], [1, N]], offset=0))
+    ss = nl.ndarray((K, 2, M // 2), dtype=nl.uint8, buffer=nl.sbuf)
+    ms = nl.ndarray((K, N), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ss[0:4], src=st_scale.reshape((4, 2, M // 2)))
+    nisa.dma_copy(dst=ms[0:4, :], src=mv_scale)
+    ps = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=ps, stationary=s, moving=m, stationary_scale=ss, moving_scale=ms)
+    o = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=ps)
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=o)
+    return out
+
+
+def test_matmul_reads_free_axes_of_operands_and_scales_row_major():
+    K, M, N = 32, 8, 24
+    s_raw, s_host, s_sc = _operand("float8_e4m3fn_x4", K, M)
+    m_raw, m_host, m_sc = _operand("float8_e4m3fn_x4", K, N)
+    got = both(matmul_3d_kernel, s_host, s_sc, m_host, m_sc)
+    want = both(matmul_kernel, s_host, s_sc, m_host, m_sc.view(ml_dtypes.float8_e8m0fnu), nl.float8_e4m3fn_x4,
+                nl.float8_e4m3fn_x4, nl.float32, 1)
+    assert np.array_equal(got, want)
+
+
 # ------------------------------------------------------------------------------ engine model
 
 def test_cost_rules_use_the_documented_mx_throughput():

@@ -11,10 +11,10 @@ numerics in numerics/mx.py, choices in docs/numerics.md "MX formats"):
   other partitions are not touched (a view starting at partition 4, 8 or 12 packs several tensors'
   scales into one tile). IR: `quantize_mx` with outs (dst, one [4, F//4] scale view per quadrant).
 - `nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position, tile_size,
-  accumulate)`: stationary [K, M] and moving [K, N] SBUF x4 tiles (any of the three x4 dtypes, mixed
+  accumulate)`: stationary [K, M...] and moving [K, N...] SBUF x4 tiles (free axes read row-major) (any of the three x4 dtypes, mixed
   allowed), K a multiple of 32 (at most 128), M even and at most 128, N at most 4096 (fp32 dst) / 8192
   (bf16 dst); scales as for quantize_mx with at least M / N free elements (the first M / N are read);
-  dst a PSUM float32 / bfloat16 tile [M, N]. accumulate=False overwrites; True and None (the
+  dst a PSUM float32 / bfloat16 tile of M partitions x N free elements. accumulate=False overwrites; True and None (the
   dialect zero-fills PSUM tensors, so "auto-detect" is accumulation) accumulate. tile_position /
   tile_size are checked and then only a performance hint. IR: `nc_matmul_mx` with ins (stationary,
   moving, stationary scale quadrants..., moving scale quadrants...).
@@ -57,12 +57,6 @@ def _space(t: Tile, want: ir.Space, what: str, api: str, loc) -> None:
 def _dtype(t: Tile, allowed, what: str, api: str, loc) -> None:
     if t.dtype_name not in allowed:
         raise errors.make("mx_dtype", f"{api}: {what} must be {' or '.join(allowed)}, got {t.dtype_name}", loc=loc)
-
-
-def _two_d(t: Tile, what: str, api: str, loc) -> tuple[int, int]:
-    if len(t.shape) != 2:
-        raise _layout(api, f"{what} must be a 2-D tile [partitions, free], got shape {tuple(t.shape)}", loc)
-    return int(t.shape[0]), int(t.shape[1])
 
 
 def _flat(t: Tile, what: str, api: str, loc) -> tuple[int, int]:
@@ -170,8 +164,8 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     for t, what in ((ss, "stationary_scale"), (ms, "moving_scale")):
         _dtype(t, SCALE_DTYPES, what, api, loc)
     _dtype(d, ("float32", "bfloat16"), "dst", api, loc)
-    K, M = _two_d(st, "stationary", api, loc)
-    K2, N = _two_d(mv, "moving", api, loc)
+    K, M = _flat(st, "stationary", api, loc)
+    K2, N = _flat(mv, "moving", api, loc)
     if K2 != K:
         raise _layout(api, f"stationary and moving must span the same partitions (the contraction), got {K} and {K2}",
                       loc)
@@ -181,9 +175,9 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     nmax = 4096 if d.dtype_name == "float32" else 8192
     if N > nmax:
         raise _layout(api, f"moving has {N} free elements: at most {nmax} for a {d.dtype_name} dst (all of PSUM)", loc)
-    if tuple(d.shape) != (M, N):
-        raise _layout(api, f"dst has shape {tuple(d.shape)}; stationary [{K}, {M}] x moving [{K}, {N}] gives ({M}, {N})",
-                      loc)
+    if _flat(d, "dst", api, loc) != (M, N):
+        raise _layout(api, f"dst has shape {tuple(d.shape)}; stationary {tuple(st.shape)} x moving {tuple(mv.shape)} "
+                      f"gives ({M}, {N}): {M} partitions x {N} free elements", loc)
     _tiling(tile_position, tile_size, K, api, loc)
     if accumulate not in (None, True, False):
         raise errors.make("argument", f"{api}: accumulate must be True, False or None, got {accumulate!r}", loc=loc)

@@ -32,7 +32,9 @@ def _nc_matmul_mx(m, instr, env):
     nq = instr.attr("quadrants")
     ss = _scales(m, instr.ins[2:2 + nq], env, instr)
     ms = _scales(m, instr.ins[2 + nq:2 + 2 * nq], env, instr)
-    acc = MX.matmul(m.read(st, env, instr), m.dtype_of(st), m.read(mv, env, instr), m.dtype_of(mv), ss, ms)
+    K = st.shape[0]                      # free axes of every operand read row-major
+    acc = MX.matmul(m.read(st, env, instr).reshape(K, -1), m.dtype_of(st), m.read(mv, env, instr).reshape(K, -1),
+                    m.dtype_of(mv), ss, ms).reshape(dst.shape)
     if instr.attr("accumulate"):
         with np.errstate(all="ignore"):
             acc = (m.read(dst, env, instr).astype(F32) + acc).astype(F32)

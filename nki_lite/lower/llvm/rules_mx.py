@@ -31,6 +31,13 @@ def _table(em, key: str, values) -> str:
     return name
 
 
+def _free(shape) -> int:
+    n = 1
+    for s in shape[1:]:
+        n *= s
+    return n
+
+
 def _lookup(em, table: str, n: int, code_i64: str) -> str:
     B = em.b
     p = B.op(f"getelementptr inbounds [{n} x double], ptr {table}, i64 0, i64 {code_i64}")
@@ -58,7 +65,7 @@ def _nc_matmul_mx(em, instr, ctx):
     ts, tm = _table(em, sdt, MX.TABLES[sdt]), _table(em, mdt, MX.TABLES[mdt])
     te = _table(em, "e8m0", [float(v) for v in MX.SCALES])
     sty, mty = em.storage(st.buffer), em.storage(mv.buffer)
-    M, N = st.shape[1], mv.shape[1]
+    M, N = _free(st.shape), _free(mv.shape)          # free axes read row-major (lang/isa_mx.py)
     env = ctx.env
     with em.context(W=1):
         slot = em.entry_alloca("double", "mxacc")
@@ -69,10 +76,10 @@ def _nc_matmul_mx(em, instr, ctx):
                     with B.loop(32, "xk") as kl:
                         k = B.op(f"add nsw i64 {kl}, {32 * j}")
                         row = B.op(f"udiv i64 {kl}, 8")
-                        sraw = em.load_raw(st, {**env, A0: k, A1: m})
-                        mraw = em.load_raw(mv, {**env, A0: k, A1: n})
-                        s_sc = _lookup(em, te, 256, B.op(f"zext i8 {em.load_raw(sq[j], {**env, A0: row, A1: m})} to i64"))
-                        m_sc = _lookup(em, te, 256, B.op(f"zext i8 {em.load_raw(mq[j], {**env, A0: row, A1: n})} to i64"))
+                        sraw = em.load_raw(st, _unflatten(em, m, st.shape, 1, {**env, A0: k}))
+                        mraw = em.load_raw(mv, _unflatten(em, n, mv.shape, 1, {**env, A0: k}))
+                        s_sc = _lookup(em, te, 256, B.op(f"zext i8 {em.load_raw(sq[j], _unflatten(em, m, sq[j].shape, 1, {**env, A0: row}))} to i64"))
+                        m_sc = _lookup(em, te, 256, B.op(f"zext i8 {em.load_raw(mq[j], _unflatten(em, n, mq[j].shape, 1, {**env, A0: row}))} to i64"))
                         for q in range(4):
                             a = B.op(f"fmul double {_lookup(em, ts, 1 << sbits, _code(em, sraw, sty, sbits, q))}, {s_sc}")
                             b = B.op(f"fmul double {_lookup(em, tm, 1 << mbits, _code(em, mraw, mty, mbits, q))}, {m_sc}")
@@ -80,7 +87,7 @@ def _nc_matmul_mx(em, instr, ctx):
                             old = B.op(f"load double, ptr {slot}, align 8")
                             B.emit(f"store double {B.op(f'fadd double {old}, {prod}')}, ptr {slot}, align 8")
                 total = B.op(f"fptrunc double {B.op(f'load double, ptr {slot}, align 8')} to float")
-                denv = {**env, A0: m, A1: n}
+                denv = _unflatten(em, n, dst.shape, 1, {**env, A0: m})
                 if instr.attr("accumulate"):
                     old = em.to_f32(em.load_raw(dst, denv), em.dtype(dst))
                     total = B.op(f"fadd float {old}, {total}")
@@ -95,9 +102,7 @@ def _quantize_mx(em, instr, ctx):
     name = em.dtype(dst)
     element, _, emax = MX.X4[name]
     sdt = em.dtype(src)
-    F4 = 1
-    for n in dst.shape[1:]:
-        F4 *= n
+    F4 = _free(dst.shape)
     env = ctx.env
     with em.context(W=1):
         for j, quad in enumerate(quads):

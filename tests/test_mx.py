@@ -20,30 +20,17 @@ from nki_lite.core.ir import walk
 from nki_lite.numerics import mx as MX
 
 from . import markers
+from .test_nki_dialect import both       # both backends, bit for bit; the JIT's result
 
-HERE, line_of, _ = markers.marker_helpers(__file__)
+HERE, line_of, expect = markers.marker_helpers(__file__)
 RNG = np.random.default_rng(1403)
 ELEMENT = {"float8_e4m3fn_x4": ml_dtypes.float8_e4m3fn, "float8_e5m2_x4": ml_dtypes.float8_e5m2,
            "float4_e2m1fn_x4": ml_dtypes.float4_e2m1fn}
 EMAX = {"float8_e4m3fn_x4": 8, "float8_e5m2_x4": 15}
 
 
-def both(kernel, *args):
-    """Run in both backends; they agree bit for bit; return the interpreter's results."""
-    a = kernel(*args, mode="interpret")
-    b = kernel(*args, mode="jit")
-    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
-        assert x.dtype == y.dtype and np.array_equal(x.view(np.uint8), y.view(np.uint8))
-    return a
-
-
-def raises(kernel, args, name: str, marker: str, mode: str = "interpret"):
-    with pytest.raises(errors.NkiLiteError) as ei:
-        kernel(*args, mode=mode)
-    e = ei.value
-    assert e.name == name and e.code == errors.ERRORS[name].code, str(e)
-    assert f"{HERE}:{line_of(marker)}:" in str(e), str(e)
-    return e
+def raises(kernel, args, name: str, marker: str):
+    return expect(kernel, args, errors.NkiLiteError, name, marker, target="trn3")
 
 
 # ------------------------------------------------------------------------------ dtypes and packing
@@ -325,15 +312,6 @@ def bad_quantize(x, case):
     return out
 
 
-@pytest.mark.parametrize("case,name,marker", [
-    ("small_scale", "mx_layout", "MARK-SMALL-SCALE"), ("odd_offset", "mx_layout", "MARK-ODD-OFFSET"),
-    ("dst_shape", "mx_layout", "MARK-DST-SHAPE"), ("fp4_out", "mx_dtype", "MARK-FP4-OUT"),
-    ("add", "mx_dtype", "MARK-ADD"), ("convert", "mx_dtype", "MARK-CONVERT")])
-def test_quantize_misuse_is_an_error_at_the_line(case, name, marker):
-    x = np.ones((128, 16), ml_dtypes.bfloat16)
-    raises(bad_quantize, (x, case), name, marker)
-
-
 def test_quantize_rejects_float32_source_and_partitions_not_multiple_of_32():
     raises(bad_quantize, (np.ones((128, 16), np.float32), "small_scale"), "mx_dtype", "MARK-SMALL-SCALE")
     raises(bad_quantize, (np.ones((48, 16), ml_dtypes.bfloat16), "small_scale"), "mx_layout", "MARK-SMALL-SCALE")
@@ -374,12 +352,21 @@ def bad_matmul(case):
     return out
 
 
-@pytest.mark.parametrize("case,name,marker", [
-    ("k_mismatch", "mx_layout", "MARK-K"), ("psum_dst", "mx_layout", "MARK-SBUF-DST"),
-    ("odd_m", "mx_layout", "MARK-ODD-M"), ("bf16_data", "mx_dtype", "MARK-BF16"),
-    ("scale_cols", "mx_layout", "MARK-SCALE-COLS"), ("tiling", "mx_layout", "MARK-TILING")])
-def test_matmul_misuse_is_an_error_at_the_line(case, name, marker):
-    raises(bad_matmul, (case,), name, marker)
+BF16_X = np.ones((128, 16), ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("kernel,args,name,marker", [
+    (bad_quantize, (BF16_X, "small_scale"), "mx_layout", "MARK-SMALL-SCALE"),
+    (bad_quantize, (BF16_X, "odd_offset"), "mx_layout", "MARK-ODD-OFFSET"),
+    (bad_quantize, (BF16_X, "dst_shape"), "mx_layout", "MARK-DST-SHAPE"),
+    (bad_quantize, (BF16_X, "fp4_out"), "mx_dtype", "MARK-FP4-OUT"),
+    (bad_quantize, (BF16_X, "add"), "mx_dtype", "MARK-ADD"),
+    (bad_quantize, (BF16_X, "convert"), "mx_dtype", "MARK-CONVERT"),
+    (bad_matmul, ("k_mismatch",), "mx_layout", "MARK-K"), (bad_matmul, ("psum_dst",), "mx_layout", "MARK-SBUF-DST"),
+    (bad_matmul, ("odd_m",), "mx_layout", "MARK-ODD-M"), (bad_matmul, ("bf16_data",), "mx_dtype", "MARK-BF16"),
+    (bad_matmul, ("scale_cols",), "mx_layout", "MARK-SCALE-COLS"), (bad_matmul, ("tiling",), "mx_layout", "MARK-TILING")])
+def test_misuse_is_an_error_at_the_line(kernel, args, name, marker):
+    raises(kernel, args, name, marker)
 
 
 def test_mx_instructions_need_neuroncore_v4():

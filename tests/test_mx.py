@@ -169,6 +169,15 @@ def test_quantize_reads_free_axes_row_major():
     assert np.array_equal(s.reshape(32, 6)[:4], scales)
 
 
+def store_psum(ps):
+    """PSUM -> SBUF (fp32) -> a new HBM output."""
+    o = nl.ndarray(ps.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=ps)
+    out = nl.ndarray(ps.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=o)
+    return out
+
+
 @nki.jit(platform_target="trn3")
 def matmul_kernel(st, st_scale, mv, mv_scale, sdt, mdt, out_dt, acc):
     K, M = st_scale.shape[0] * 8, st_scale.shape[1]
@@ -185,11 +194,7 @@ def matmul_kernel(st, st_scale, mv, mv_scale, sdt, mdt, out_dt, acc):
     ps = nl.ndarray((M, N), dtype=out_dt, buffer=nl.psum)
     for _ in range(acc):
         nisa.nc_matmul_mx(dst=ps, stationary=s, moving=m, stationary_scale=ss, moving_scale=ms)
-    o = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=o, src=ps)
-    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=o)
-    return out
+    return store_psum(ps)
 
 
 def _operand(name, K, F, lo=110, hi=135):
@@ -246,11 +251,7 @@ def matmul_3d_kernel(st, st_scale, mv, mv_scale):
     nisa.dma_copy(dst=ms[0:4, :], src=mv_scale)
     ps = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul_mx(dst=ps, stationary=s, moving=m, stationary_scale=ss, moving_scale=ms)
-    o = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=o, src=ps)
-    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=o)
-    return out
+    return store_psum(ps)
 
 
 def test_matmul_reads_free_axes_of_operands_and_scales_row_major():
@@ -345,11 +346,7 @@ def bad_matmul(case):
     elif case == "tiling":
         nisa.nc_matmul_mx(dst=ps, stationary=s, moving=m, stationary_scale=ss, moving_scale=ms,  # MARK-TILING
                           tile_position=(0, 0), tile_size=(32, 128))
-    o = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=o, src=ps)
-    out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=o)
-    return out
+    return store_psum(ps)
 
 
 BF16_X = np.ones((128, 16), ml_dtypes.bfloat16)

@@ -70,8 +70,9 @@ def _flat(t: Tile, what: str, api: str, loc) -> tuple[int, int]:
 
 
 def _data_partitions(P: int, what: str, api: str, loc) -> None:
-    if P % QUADRANT or not 0 < P <= 128:
-        raise _layout(api, f"{what} spans {P} partitions: it must be a multiple of 32 and at most 128 (a scaling "
+    pmax = current().hw.partitions
+    if P % QUADRANT or not 0 < P <= pmax:
+        raise _layout(api, f"{what} spans {P} partitions: it must be a multiple of 32 and at most {pmax} (a scaling "
                       "group is 8 partitions x 4 elements and each quadrant holds its own scales)", loc,
                       "pad the contraction (partition) axis to a multiple of 32")
 
@@ -142,9 +143,11 @@ def _tiling(tile_position, tile_size, K: int, api: str, loc) -> None:
         raise _layout(api, f"tile_position / tile_size are (row, column) pairs, got {tile_position!r}, "
                       f"{tile_size!r}", loc) from None
     ints = all(isinstance(v, int) for v in (r0, c0, rs, cs))
-    if ints and (cs != 128 or c0 != 0 or rs not in (32, 64, 128) or r0 % rs or r0 >= 128 or K > rs):
+    hw = current().hw
+    rows = (hw.pe_rows // 4, hw.pe_rows // 2, hw.pe_rows)          # the docs: 4x 32-, 2x 64- or one 128-row tile
+    if ints and (cs != hw.pe_cols or c0 != 0 or rs not in rows or r0 % rs or r0 >= hw.pe_rows or K > rs):
         raise _layout(api, f"tile_position={tile_position!r}, tile_size={tile_size!r}: nc_matmul_mx has row tiling "
-                      f"only (column size 128 at column 0), row size 32, 64 or 128, start a multiple of the row "
+                      f"only (column size {hw.pe_cols} at column 0), row size one of {rows}, start a multiple of the row "
                       f"size, and the stationary's {K} partitions within the row size", loc)
 
 
@@ -170,9 +173,11 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
         raise _layout(api, f"stationary and moving must span the same partitions (the contraction), got {K} and {K2}",
                       loc)
     _data_partitions(K, "stationary", api, loc)
-    if M % 2 or M > 128:
-        raise _layout(api, f"stationary has {M} free elements: it must be even and at most 128", loc)
-    nmax = 4096 if d.dtype_name == "float32" else 8192
+    hw = current().hw
+    if M % 2 or M > hw.matmul_stationary_fmax:
+        raise _layout(api, f"stationary has {M} free elements: it must be even and at most {hw.matmul_stationary_fmax}",
+                      loc)
+    nmax = hw.psum_banks * hw.psum_bank_bytes // D.itemsize(d.dtype_name)     # all of PSUM (the docs: 8 banks)
     if N > nmax:
         raise _layout(api, f"moving has {N} free elements: at most {nmax} for a {d.dtype_name} dst (all of PSUM)", loc)
     if _flat(d, "dst", api, loc) != (M, N):

@@ -62,6 +62,20 @@ def test_compiled_chain_matches_numpy_chain(seed, K, M, N, start, kind):
     _same(acc, acc_before, "the caller's accumulator is not written")
 
 
+@pytest.mark.skipif(not fma_kernel.available(), reason="llvmlite cannot compile here")
+@pytest.mark.parametrize("M", [1, 2, 3, 5])
+@pytest.mark.parametrize("N", [1, 31, 32, 33, 64, 95, 97])
+@pytest.mark.parametrize("kind", ["normal", "specials"])
+def test_compiled_chain_block_boundaries(M, N, kind):
+    """Every split of the blocked routine: rows in pairs and an odd last row (paired with itself),
+    columns in 32-wide blocks and the scalar tail, a 1-long chain and one starting late."""
+    rng = np.random.default_rng(M * 1000 + N)
+    for K, start in ((1, 0), (7, 0), (7, 6), (40, 3)):
+        s, m, acc = _data(rng, (K, M), kind), _data(rng, (K, N), kind), _data(rng, (M, N), kind)
+        _same(fma_kernel.fma_chain_f32(s, m, acc, start), fma_outer_chain_f32(s, m, acc, start),
+              f"{kind} K{K} M{M} N{N} start{start}")
+
+
 def test_compiled_chain_midpoints_need_single_rounding():
     """a*b + c where the float64 sum lands on a float32 midpoint: double rounding would give 1.0."""
     a, b = F32(24929 * 2.0 ** -15), F32(673 * 2.0 ** -9)      # a*b = 1 + 2**-24 exactly

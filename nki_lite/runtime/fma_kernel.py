@@ -13,10 +13,13 @@ nothing with nki_lite/lower/llvm's code generator, its rules or its launch path.
 library (and the process-wide compile lock, since LLVM's pass pipelines are not thread-safe) is
 common. Its result is pinned bit for bit against the numpy definition in tests/test_interpret_fma_kernel.py.
 
-Why it is exact: `llvm.fma.f32` is the correctly rounded fused multiply-add on every target (a
-hardware FMA, or libm's fmaf); the loop keeps k ascending per element (k sits between the row loop
-and the column loop, so vectorising the column loop never reorders one element's chain), and no
-fast-math flags are set, so LLVM may not contract, reassociate or flush subnormals. NaN payloads
+Why it is exact: `llvm.fma.f32` / `llvm.fma.v8f32` are the correctly rounded fused multiply-add
+(per lane) on every target (a hardware FMA, or libm's fmaf); every element's chain runs k ascending:
+the blocked part (two rows x 32 columns, `_block_ir`) keeps each element's accumulator in one vector
+lane for the whole k loop (the lanes are different elements, never parts of one sum), the column
+tail (N mod 32) runs the plain row / k / column loop; and no fast-math flags are set, so LLVM may
+not contract, reassociate or flush subnormals. Blocking is for speed only (issue #13: each
+accumulator is loaded and stored once per block instead of once per k; ~2x on a Xeon). NaN payloads
 may differ from the numpy path's canonical NaN until the final canonicalisation, which is why it
 is done once at the end (a NaN stays NaN through every later fma).
 """
@@ -29,20 +32,103 @@ import numpy as np
 
 __all__ = ["available", "fma_chain_f32"]
 
+_W = 8           # vector lanes: native on AVX2 and AVX-512, legalised by LLVM elsewhere
+_Q = 4           # vectors per row in a block: 2 rows x 4 vectors = 8 independent FMA chains in flight
+_COLS = _W * _Q  # columns of one block
+
+
+def _block_ir() -> str:
+    """The register-blocked part: rows in pairs (an odd last row pairs with itself: both chains
+    compute the same values, stored twice), 32 columns per block held in 8 vector registers across
+    the whole k loop, so each accumulator is loaded and stored once per block instead of once per k."""
+    v = f"<{_W} x float>"
+    lines = []
+    add = lines.append
+    add("blk:")
+    add("  %jb = phi i64 [ 0, %prow ], [ %jb.next, %blk.end ]")
+    for r in range(2):
+        for q in range(_Q):
+            add(f"  %o{r}{q} = add i64 %rb{r}, %jb")
+            if q:
+                add(f"  %o{r}{q}.x = add i64 %o{r}{q}, {q * _W}")
+            else:
+                add(f"  %o{r}{q}.x = add i64 %o{r}{q}, 0")
+            add(f"  %pc{r}{q} = getelementptr inbounds float, ptr %acc, i64 %o{r}{q}.x")
+            add(f"  %c{r}{q}.init = load {v}, ptr %pc{r}{q}, align 4")
+    add("  br label %kl")
+    add("kl:")
+    add("  %kk = phi i64 [ %start, %blk ], [ %kk.next, %kl ]")
+    for r in range(2):
+        for q in range(_Q):
+            add(f"  %c{r}{q} = phi {v} [ %c{r}{q}.init, %blk ], [ %c{r}{q}.n, %kl ]")
+    add("  %sk = mul i64 %kk, %M")
+    for r in range(2):
+        add(f"  %si{r} = add i64 %sk, %i{r}")
+        add(f"  %sp{r} = getelementptr inbounds float, ptr %s, i64 %si{r}")
+        add(f"  %a{r} = load float, ptr %sp{r}, align 4")
+        add(f"  %a{r}.e = insertelement {v} poison, float %a{r}, i64 0")
+        add(f"  %a{r}.v = shufflevector {v} %a{r}.e, {v} poison, <{_W} x i32> zeroinitializer")
+    add("  %mk = mul i64 %kk, %N")
+    add("  %mj = add i64 %mk, %jb")
+    for q in range(_Q):
+        add(f"  %mo{q} = add i64 %mj, {q * _W}")
+        add(f"  %pm{q} = getelementptr inbounds float, ptr %m, i64 %mo{q}")
+        add(f"  %b{q} = load {v}, ptr %pm{q}, align 4")
+        for r in range(2):
+            add(f"  %c{r}{q}.n = call {v} @llvm.fma.v{_W}f32({v} %a{r}.v, {v} %b{q}, {v} %c{r}{q})")
+    add("  %kk.next = add nsw i64 %kk, 1")
+    add("  %kkdone = icmp eq i64 %kk.next, %K")
+    add("  br i1 %kkdone, label %blk.end, label %kl")
+    add("blk.end:")
+    for r in range(2):
+        for q in range(_Q):
+            add(f"  store {v} %c{r}{q}.n, ptr %pc{r}{q}, align 4")
+    add(f"  %jb.next = add nuw nsw i64 %jb, {_COLS}")
+    add("  %jbdone = icmp eq i64 %jb.next, %J0")
+    add("  br i1 %jbdone, label %prow.end, label %blk")
+    return "\n".join(lines)
+
+
+# The column tail (N mod 32) runs the plain loop: per element k ascending, one fma per step.
 _IR = r"""
 declare float @llvm.fma.f32(float, float, float)
+declare <W x float> @llvm.fma.vWf32(<W x float>, <W x float>, <W x float>)
 
 define void @fma_chain(ptr noalias readonly %s, ptr noalias readonly %m, ptr noalias %acc,
                        i64 %K, i64 %M, i64 %N, i64 %start) {
 entry:
   %any_m = icmp sgt i64 %M, 0
-  br i1 %any_m, label %row, label %done
+  %any_k = icmp slt i64 %start, %K
+  %any_n = icmp sgt i64 %N, 0
+  %go0 = and i1 %any_m, %any_k
+  %go = and i1 %go0, %any_n
+  br i1 %go, label %pre, label %done
+pre:
+  %tail = urem i64 %N, COLS
+  %J0 = sub i64 %N, %tail
+  %any_blk = icmp sgt i64 %J0, 0
+  br i1 %any_blk, label %prow, label %scalar
+prow:
+  %i0 = phi i64 [ 0, %pre ], [ %i0.next, %prow.end ]
+  %i1.try = add nuw nsw i64 %i0, 1
+  %i1.ok = icmp slt i64 %i1.try, %M
+  %i1 = select i1 %i1.ok, i64 %i1.try, i64 %i0
+  %rb0 = mul i64 %i0, %N
+  %rb1 = mul i64 %i1, %N
+  br label %blk
+BLOCK
+prow.end:
+  %i0.next = add nuw nsw i64 %i0, 2
+  %i0done = icmp sge i64 %i0.next, %M
+  br i1 %i0done, label %scalar, label %prow
+scalar:
+  %any_tail = icmp sgt i64 %tail, 0
+  br i1 %any_tail, label %row, label %done
 row:
-  %i = phi i64 [ 0, %entry ], [ %i.next, %row.end ]
+  %i = phi i64 [ 0, %scalar ], [ %i.next, %row.end ]
   %rowbase = mul i64 %i, %N
   %accrow = getelementptr inbounds float, ptr %acc, i64 %rowbase
-  %any_k = icmp slt i64 %start, %K
-  br i1 %any_k, label %kloop, label %row.end
+  br label %kloop
 kloop:
   %k = phi i64 [ %start, %row ], [ %k.next, %k.end ]
   %sidx0 = mul i64 %k, %M
@@ -51,10 +137,9 @@ kloop:
   %a = load float, ptr %sp, align 4
   %mbase = mul i64 %k, %N
   %mrow = getelementptr inbounds float, ptr %m, i64 %mbase
-  %any_n = icmp sgt i64 %N, 0
-  br i1 %any_n, label %col, label %k.end
+  br label %col
 col:
-  %j = phi i64 [ 0, %kloop ], [ %j.next, %col ]
+  %j = phi i64 [ %J0, %kloop ], [ %j.next, %col ]
   %mp = getelementptr inbounds float, ptr %mrow, i64 %j
   %b = load float, ptr %mp, align 4
   %cp = getelementptr inbounds float, ptr %accrow, i64 %j
@@ -75,7 +160,8 @@ row.end:
 done:
   ret void
 }
-"""
+""".replace("BLOCK", _block_ir()).replace("<W x", f"<{_W} x").replace("vWf32", f"v{_W}f32").replace(
+    "COLS", str(_COLS))
 
 _LOCK = threading.Lock()
 _STATE: dict = {}

@@ -131,8 +131,15 @@ class Machine:
         return tuple(idx)
 
     def eval_mask(self, instr: ir.Instr, env, shape) -> np.ndarray | None:
+        """The instruction's mask at these loop values, or None when it selects every element: a
+        true-everywhere mask means what no mask means in every rule (the bounds checks see the same
+        elements), and None lets the accesses take the strided-view path (`_slices`), e.g. the
+        full tiles of a loop whose last tile is ragged."""
         m: Mask | None = instr.mask
-        return None if m is None else m.evaluate(env, shape)
+        if m is None:
+            return None
+        v = m.evaluate(env, shape)
+        return None if v.all() else v
 
     def _slices(self, acc: ir.Access, env, mask, for_write: bool):
         """The access as basic indexing (a strided view, no index arrays) when that is the same

@@ -223,4 +223,7 @@ def fma_chain_f32(s: np.ndarray, m: np.ndarray, acc: np.ndarray, start: int = 0)
     if start >= K or M == 0 or N == 0:
         return out
     fn(s.ctypes.data_as(_P), m.ctypes.data_as(_P), out.ctypes.data_as(_P), K, M, N, start)
-    return np.where(np.isnan(out), _QNAN, out)
+    nan = np.isnan(out)
+    if nan.any():                  # `out` is this call's own array: canonicalise in place
+        out[nan] = _QNAN
+    return out

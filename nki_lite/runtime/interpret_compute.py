@@ -41,7 +41,7 @@ def _activation(m, instr, env):
     dst = instr.out
     mask = m.eval_mask(instr, env, dst.shape)
     ins = list(instr.ins)
-    x = m.read(ins.pop(0), env, instr, mask).astype(F32)
+    x = m.read(ins.pop(0), env, instr, mask).astype(F32, copy=False)
     with np.errstate(all="ignore"):
         scale = instr.attr("scale")
         if scale == "tile":
@@ -143,13 +143,13 @@ def _scan(m, instr, env):
 def _nc_matmul(m, instr, env):
     dst = instr.out
     s_acc, mv_acc = instr.ins
-    s = m.read(s_acc, env, instr).astype(F32)      # [K, M]
-    mv = m.read(mv_acc, env, instr).astype(F32)    # [K, N]
+    s = m.read(s_acc, env, instr).astype(F32, copy=False)      # [K, M] (reads are fresh arrays)
+    mv = m.read(mv_acc, env, instr).astype(F32, copy=False)    # [K, N]
     fused = m.dtype_of(s_acc) == "float32" or m.dtype_of(mv_acc) == "float32"
     K = s.shape[0]
     with np.errstate(all="ignore"):
         if instr.attr("accumulate"):
-            acc = m.read(dst, env, instr).astype(F32)
+            acc = m.read(dst, env, instr).astype(F32, copy=False)
             start = 0
         else:
             acc = (s[0][:, None] * mv[0][None, :]).astype(F32)

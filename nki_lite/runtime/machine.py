@@ -54,6 +54,7 @@ class Machine:
         self.buffers = kernel.buffer_map
         self.mem: dict[str, np.ndarray] = _Memory(self)
         self.dead_after = analysis.of(kernel).liveness.free_after     # id(node) -> tiles dead once it ran
+        self._plans: dict[int, tuple] = {}          # id(access) -> (access, its `_plan`)
         for b in kernel.buffers:
             if b.space == ir.Space.HBM and b.base is None:
                 if b.kind == "input":
@@ -146,54 +147,80 @@ class Machine:
         elements in the same order: no mask, no indirect indices, each dimension's index uses at
         most one tile axis, each tile axis at most one dimension, in ascending order, every index in
         bounds (else None: the general path checks and reports). Returns (index tuple, view shape
-        before broadcasting to acc.shape)."""
+        before broadcasting to acc.shape). What does not depend on the loop values is worked out
+        once per access (`_plan`); here only the starts and the bounds are computed."""
         if mask is not None or getattr(acc, "resolved", None) is not None:
             return None
+        plan = self._plan(acc)
+        if plan is None or (for_write and plan[2] is None):
+            return None            # (for a write: an axis no dimension uses, many values to one element)
+        idx = []
+        for start, terms, step, n, lim in plan[0]:
+            for k, v in terms:
+                start += v * env[k]
+            if step is None:
+                if not 0 <= start < lim:
+                    return None
+                idx.append(start)
+                continue
+            end = start + step * (n - 1)
+            if not (0 <= start < lim and 0 <= end < lim):
+                return None
+            stop = end + (1 if step > 0 else -1)
+            idx.append(slice(start, stop if stop >= 0 else None, step))
+        return tuple(idx), plan[1]
+
+    def _plan(self, acc: ir.Access):
+        """`_slices`' loop-independent part, cached by access (the object is kept with its plan, so
+        a new access that reuses a dead one's id is planned afresh): per dimension (constant,
+        loop-variable terms, step or None for no tile axis, axis length, dimension size), the
+        view shape, and the written view's shape (None when the access cannot be written so)."""
+        hit = self._plans.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        plan = self._make_plan(acc)
+        self._plans[id(acc)] = (acc, plan)
+        return plan
+
+    def _make_plan(self, acc: ir.Access):
         shape = acc.shape
         lims = self.buffers[acc.buffer].shape
         if len(acc.index) != len(lims):
             return None
-        idx, vshape, last = [], [1] * len(shape), -1
+        dims, vshape, last = [], [1] * len(shape), -1
         for e, lim in zip(acc.index, lims):
-            start, axis, step = e.const, None, 0
+            axis, step, terms = None, None, []
             for k, v in e.terms:
                 if is_axis_var(k):
                     if axis is not None:
                         return None
                     axis, step = axis_of(k), v
                 else:
-                    start += v * env[k]
-            if axis is None:
-                if not 0 <= start < lim:
+                    terms.append((k, v))
+            if axis is not None:
+                if axis <= last or shape[axis] == 0:
                     return None
-                idx.append(start)
-                continue
-            if axis <= last:
-                return None
-            last = axis
-            n = shape[axis]
-            end = start + step * (n - 1)
-            if n == 0 or not (0 <= start < lim and 0 <= end < lim):
-                return None
-            stop = end + (1 if step > 0 else -1)
-            idx.append(slice(start, stop if stop >= 0 else None, step))
-            vshape[axis] = n
-        if for_write and any(v != s for v, s in zip(vshape, shape)):
-            return None            # an axis no dimension uses: many values to one element
-        return tuple(idx), tuple(vshape)
+                last = axis
+                vshape[axis] = shape[axis]
+            dims.append((e.const, tuple(terms), step, 1 if axis is None else shape[axis], lim))
+        vshape = tuple(vshape)
+        wshape = tuple(d[3] for d in dims if d[2] is not None) if vshape == tuple(shape) else None
+        return tuple(dims), vshape, wshape
 
     def read(self, acc: ir.Access, env, instr: ir.Instr, mask=None) -> np.ndarray:
         fast = self._slices(acc, env, mask, False)
         if fast is not None:       # a copy, as fancy indexing returns: rules may modify what they read
             view = self.mem[acc.buffer][fast[0]].reshape(fast[1])
-            return np.array(np.broadcast_to(view, acc.shape))
+            return np.array(view if fast[1] == acc.shape else np.broadcast_to(view, acc.shape))
         return self.mem[acc.buffer][self._indices(acc, env, mask, instr)]
 
     def write(self, acc: ir.Access, env, values: np.ndarray, instr: ir.Instr, mask=None) -> None:
         arr = self.mem[acc.buffer]
         fast = self._slices(acc, env, mask, True)
         if fast is not None:
-            arr[fast[0]] = np.broadcast_to(values, acc.shape).reshape(arr[fast[0]].shape)
+            if getattr(values, "shape", None) != acc.shape:
+                values = np.broadcast_to(values, acc.shape)
+            arr[fast[0]] = values.reshape(self._plan(acc)[2])
             return
         idx = self._indices(acc, env, mask, instr)
         values = np.broadcast_to(values, acc.shape)

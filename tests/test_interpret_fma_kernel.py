@@ -110,6 +110,57 @@ def test_fallback_without_compiled_routine_gives_same_bits(monkeypatch):
     _same(want, fma_outer_chain_f32(s, m, acc, 0))
 
 
+# ------------------------------------------------------------------ narrower operands in the compiled chain
+
+
+@pytest.mark.parametrize("dt, scale, chained", [
+    ("bfloat16", 1.0, True),            # products in the normal range
+    ("bfloat16", 2.0 ** -70, False),    # subnormal products: rounded, so the numpy chain
+    ("bfloat16", 2.0 ** 66, False),     # products of 2^128 and more overflow
+    ("float16", 1.0, True),
+    ("float16", 2.0 ** -14, True),      # fp16's subnormals and its largest values: fp16 x fp16
+    ("float16", 2.0 ** 15, True),       # products are always normal in fp32
+])
+def test_narrow_matmul_uses_the_chain_only_when_products_are_exact(dt, scale, chained, monkeypatch):
+    """bf16 / fp16 nc_matmul in the interpreter: the unfused definition (oracle.matmul_ref) bit for
+    bit, whether the compiled chain ran (exact products) or the numpy chain (it must not run when a
+    product would be rounded or overflow)."""
+    from nki_lite.runtime import interpret_compute
+    from .oracle import matmul_ref
+    rng = np.random.default_rng(11)
+    K, M, N = 40, 37, 70
+    a = (rng.uniform(-2, 2, (K, M)) * scale).astype(storage(dt))
+    b = (rng.uniform(-2, 2, (K, N)) * scale).astype(storage(dt))
+    a[3, 4] = 0.0
+    b[5, :3] = -0.0
+    calls = []
+    real = interpret_compute._products_exact
+    monkeypatch.setattr(interpret_compute, "_products_exact",
+                        lambda *args: calls.append(real(*args)) or calls[-1])
+
+    @nki.jit
+    def k(a_in, b_in):
+        out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nisa.nc_matmul(nl.load(a_in), nl.load(b_in))))
+        return out
+
+    got = k(a, b, mode="interpret")
+    assert calls == [chained]
+    want = matmul_ref(a, b, fused=False)
+    assert_bits(got, np.where(np.isnan(want), F32(np.nan), want), f"{dt} scale {scale}")
+
+
+def test_products_exact_rules():
+    from nki_lite.runtime.interpret_compute import _products_exact
+    one = np.ones((2, 2), F32)
+    assert _products_exact(one, one, "bfloat16", "bfloat16")
+    assert not _products_exact(one, one, "float32", "bfloat16")        # 24 + 8 significant bits
+    assert _products_exact(np.zeros((2, 2), F32), np.full((2, 2), np.inf, F32), "float16", "float16")
+    assert not _products_exact(one * F32(2.0 ** -64), one * F32(2.0 ** -63), "bfloat16", "bfloat16")
+    assert _products_exact(one * F32(2.0 ** -63), one * F32(2.0 ** -63), "bfloat16", "bfloat16")
+    assert not _products_exact(one * F32(2.0 ** 64), one * F32(2.0 ** 64), "bfloat16", "bfloat16")
+
+
 # ------------------------------------------------------------------ the interpreter against the JIT
 
 

@@ -55,6 +55,11 @@ class Machine:
         self.mem: dict[str, np.ndarray] = _Memory(self)
         self.dead_after = analysis.of(kernel).liveness.free_after     # id(node) -> tiles dead once it ran
         self._plans: dict[int, tuple] = {}          # id(access) -> (access, its `_plan`)
+        viewed = {b.base for b in kernel.buffers if b.base is not None}
+        self._reusable = {b.name for b in kernel.buffers           # tiles whose arrays `release` keeps
+                          if b.space != ir.Space.HBM and b.base is None and b.name not in viewed}
+        self._spare: dict[tuple, list[np.ndarray]] = {}            # (shape, dtype) -> released arrays
+        self._spare_bytes = 0
         for b in kernel.buffers:
             if b.space == ir.Space.HBM and b.base is None:
                 if b.kind == "input":
@@ -69,9 +74,28 @@ class Machine:
                 self.mem[b.name] = self.mem[b.base].reshape(b.shape).view(D.storage(b.dtype))
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
-        arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
+        spare = self._spare.get((tuple(b.shape), np.dtype(D.storage(b.dtype)).str))
+        if spare:
+            arr = spare.pop()
+            self._spare_bytes -= arr.nbytes
+        else:
+            arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
         fill_uninit(arr, b.dtype)
         return arr
+
+    def release(self, name: str) -> None:
+        """Drop a dead on-chip tile. Its array is kept (up to SPARE_BYTES in all) for the next tile
+        of the same shape and dtype: `new_array` fills it afresh, and reusing memory spares the
+        allocation and the page faults of a new one (a tile allocated in a loop body is dropped and
+        made again every iteration). Only tiles nothing else can reference are kept: no view is
+        made of them, and every read returns a copy."""
+        arr = self.mem.pop(name, None)
+        if (arr is not None and name in self._reusable and arr.base is None
+                and self._spare_bytes + arr.nbytes <= self.SPARE_BYTES):
+            self._spare.setdefault((arr.shape, arr.dtype.str), []).append(arr)
+            self._spare_bytes += arr.nbytes
+
+    SPARE_BYTES = 1 << 28
 
     # ---- execution
     def run(self) -> None:
@@ -79,7 +103,7 @@ class Machine:
             env = {f"pid{k}": v for k, v in enumerate(pid)}
             for b in self.kernel.buffers:        # private on-chip / private HBM per program
                 if b.space != ir.Space.HBM:
-                    self.mem.pop(b.name, None)       # made fresh on first touch
+                    self.release(b.name)             # made fresh on first touch
                 elif b.kind == "local" and b.hbm_kind != "shared_hbm":
                     self.mem[b.name] = self.new_array(b)
             self.exec(self.kernel.body, env)
@@ -91,7 +115,7 @@ class Machine:
             else:
                 self.step(n, env)
             for name in self.dead_after.get(id(n), ()):
-                self.mem.pop(name, None)
+                self.release(name)
 
     # Hooks overridden by runtime/debug_checks.py (program and iteration order, per-instruction checks).
     def programs(self):

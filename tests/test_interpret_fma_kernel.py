@@ -63,17 +63,25 @@ def test_compiled_chain_matches_numpy_chain(seed, K, M, N, start, kind):
 
 
 @pytest.mark.skipif(not fma_kernel.available(), reason="llvmlite cannot compile here")
-@pytest.mark.parametrize("M", [1, 2, 3, 5])
+@pytest.mark.parametrize("M", [1, 2, 3, 4, 5, 7, 9])
 @pytest.mark.parametrize("N", [1, 31, 32, 33, 64, 95, 97])
 @pytest.mark.parametrize("kind", ["normal", "specials"])
 def test_compiled_chain_block_boundaries(M, N, kind):
-    """Every split of the blocked routine: rows in pairs and an odd last row (paired with itself),
+    """Every split of the blocked routine: rows in groups of four and a short last group (its missing
+    rows clamped to the last one),
     columns in 32-wide blocks and the scalar tail, a 1-long chain and one starting late."""
     rng = np.random.default_rng(M * 1000 + N)
     for K, start in ((1, 0), (7, 0), (7, 6), (40, 3)):
         s, m, acc = _data(rng, (K, M), kind), _data(rng, (K, N), kind), _data(rng, (M, N), kind)
         _same(fma_kernel.fma_chain_f32(s, m, acc, start), fma_outer_chain_f32(s, m, acc, start),
               f"{kind} K{K} M{M} N{N} start{start}")
+
+
+def test_compiled_routine_builds():
+    """llvmlite is a dependency: the hand-written IR must compile (a broken IR would otherwise fall
+    back to the numpy chain silently, every result right and 30x slower)."""
+    fma_kernel._STATE.pop("fn", None)
+    assert fma_kernel.available()
 
 
 def test_compiled_chain_midpoints_need_single_rounding():

@@ -15,11 +15,12 @@ common. Its result is pinned bit for bit against the numpy definition in tests/t
 
 Why it is exact: `llvm.fma.f32` / `llvm.fma.v8f32` are the correctly rounded fused multiply-add
 (per lane) on every target (a hardware FMA, or libm's fmaf); every element's chain runs k ascending:
-the blocked part (two rows x 32 columns, `_block_ir`) keeps each element's accumulator in one vector
+the blocked part (four rows x 32 columns, `_block_ir`) keeps each element's accumulator in one vector
 lane for the whole k loop (the lanes are different elements, never parts of one sum), the column
 tail (N mod 32) runs the plain row / k / column loop; and no fast-math flags are set, so LLVM may
 not contract, reassociate or flush subnormals. Blocking is for speed only (issue #13: each
-accumulator is loaded and stored once per block instead of once per k; ~2x on a Xeon). NaN payloads
+accumulator is loaded and stored once per block instead of once per k, and each operand load
+feeds several FMAs; ~3x on a loaded Xeon). NaN payloads
 may differ from the numpy path's canonical NaN until the final canonicalisation, which is why it
 is done once at the end (a NaN stays NaN through every later fma).
 """
@@ -33,20 +34,33 @@ import numpy as np
 __all__ = ["available", "fma_chain_f32"]
 
 _W = 8           # vector lanes: native on AVX2 and AVX-512, legalised by LLVM elsewhere
-_Q = 4           # vectors per row in a block: 2 rows x 4 vectors = 8 independent FMA chains in flight
+_Q = 4           # vectors per row in a block
+_R = 4           # rows per block: R x Q = 16 independent FMA chains (AVX-512 has 32 vector registers)
 _COLS = _W * _Q  # columns of one block
 
 
+def _rows_ir() -> str:
+    """Rows i0 .. i0+R-1 of a block, those past the last row clamped to it (computed twice, the same
+    values stored twice), and their offsets in acc."""
+    lines = ["  %rb0 = mul i64 %i0, %N"]
+    for r in range(1, _R):
+        lines += [f"  %i{r}.try = add nuw nsw i64 %i0, {r}",
+                  f"  %i{r}.ok = icmp slt i64 %i{r}.try, %M",
+                  f"  %i{r} = select i1 %i{r}.ok, i64 %i{r}.try, i64 %mlast",
+                  f"  %rb{r} = mul i64 %i{r}, %N"]
+    return "\n".join(lines)
+
+
 def _block_ir() -> str:
-    """The register-blocked part: rows in pairs (an odd last row pairs with itself: both chains
-    compute the same values, stored twice), 32 columns per block held in 8 vector registers across
-    the whole k loop, so each accumulator is loaded and stored once per block instead of once per k."""
+    """The register-blocked part: R rows (`_rows_ir`) x 32 columns per block held in R x Q vector
+    registers across the whole k loop, so each accumulator is loaded and stored once per block
+    instead of once per k."""
     v = f"<{_W} x float>"
     lines = []
     add = lines.append
     add("blk:")
     add("  %jb = phi i64 [ 0, %prow ], [ %jb.next, %blk.end ]")
-    for r in range(2):
+    for r in range(_R):
         for q in range(_Q):
             add(f"  %o{r}{q} = add i64 %rb{r}, %jb")
             if q:
@@ -58,11 +72,11 @@ def _block_ir() -> str:
     add("  br label %kl")
     add("kl:")
     add("  %kk = phi i64 [ %start, %blk ], [ %kk.next, %kl ]")
-    for r in range(2):
+    for r in range(_R):
         for q in range(_Q):
             add(f"  %c{r}{q} = phi {v} [ %c{r}{q}.init, %blk ], [ %c{r}{q}.n, %kl ]")
     add("  %sk = mul i64 %kk, %M")
-    for r in range(2):
+    for r in range(_R):
         add(f"  %si{r} = add i64 %sk, %i{r}")
         add(f"  %sp{r} = getelementptr inbounds float, ptr %s, i64 %si{r}")
         add(f"  %a{r} = load float, ptr %sp{r}, align 4")
@@ -74,13 +88,13 @@ def _block_ir() -> str:
         add(f"  %mo{q} = add i64 %mj, {q * _W}")
         add(f"  %pm{q} = getelementptr inbounds float, ptr %m, i64 %mo{q}")
         add(f"  %b{q} = load {v}, ptr %pm{q}, align 4")
-        for r in range(2):
+        for r in range(_R):
             add(f"  %c{r}{q}.n = call {v} @llvm.fma.v{_W}f32({v} %a{r}.v, {v} %b{q}, {v} %c{r}{q})")
     add("  %kk.next = add nsw i64 %kk, 1")
     add("  %kkdone = icmp eq i64 %kk.next, %K")
     add("  br i1 %kkdone, label %blk.end, label %kl")
     add("blk.end:")
-    for r in range(2):
+    for r in range(_R):
         for q in range(_Q):
             add(f"  store {v} %c{r}{q}.n, ptr %pc{r}{q}, align 4")
     add(f"  %jb.next = add nuw nsw i64 %jb, {_COLS}")
@@ -106,19 +120,16 @@ entry:
 pre:
   %tail = urem i64 %N, COLS
   %J0 = sub i64 %N, %tail
+  %mlast = sub i64 %M, 1
   %any_blk = icmp sgt i64 %J0, 0
   br i1 %any_blk, label %prow, label %scalar
 prow:
   %i0 = phi i64 [ 0, %pre ], [ %i0.next, %prow.end ]
-  %i1.try = add nuw nsw i64 %i0, 1
-  %i1.ok = icmp slt i64 %i1.try, %M
-  %i1 = select i1 %i1.ok, i64 %i1.try, i64 %i0
-  %rb0 = mul i64 %i0, %N
-  %rb1 = mul i64 %i1, %N
+ROWS
   br label %blk
 BLOCK
 prow.end:
-  %i0.next = add nuw nsw i64 %i0, 2
+  %i0.next = add nuw nsw i64 %i0, NROWS
   %i0done = icmp sge i64 %i0.next, %M
   br i1 %i0done, label %scalar, label %prow
 scalar:
@@ -160,7 +171,7 @@ row.end:
 done:
   ret void
 }
-""".replace("BLOCK", _block_ir()).replace("<W x", f"<{_W} x").replace("vWf32", f"v{_W}f32").replace(
+""".replace("NROWS", str(_R)).replace("ROWS", _rows_ir()).replace("BLOCK", _block_ir()).replace("<W x", f"<{_W} x").replace("vWf32", f"v{_W}f32").replace(
     "COLS", str(_COLS))
 
 _LOCK = threading.Lock()

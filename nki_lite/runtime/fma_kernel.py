@@ -56,50 +56,34 @@ def _block_ir() -> str:
     registers across the whole k loop, so each accumulator is loaded and stored once per block
     instead of once per k."""
     v = f"<{_W} x float>"
-    lines = []
-    add = lines.append
-    add("blk:")
-    add("  %jb = phi i64 [ 0, %prow ], [ %jb.next, %blk.end ]")
-    for r in range(_R):
-        for q in range(_Q):
-            add(f"  %o{r}{q} = add i64 %rb{r}, %jb")
-            if q:
-                add(f"  %o{r}{q}.x = add i64 %o{r}{q}, {q * _W}")
-            else:
-                add(f"  %o{r}{q}.x = add i64 %o{r}{q}, 0")
-            add(f"  %pc{r}{q} = getelementptr inbounds float, ptr %acc, i64 %o{r}{q}.x")
-            add(f"  %c{r}{q}.init = load {v}, ptr %pc{r}{q}, align 4")
-    add("  br label %kl")
-    add("kl:")
-    add("  %kk = phi i64 [ %start, %blk ], [ %kk.next, %kl ]")
-    for r in range(_R):
-        for q in range(_Q):
-            add(f"  %c{r}{q} = phi {v} [ %c{r}{q}.init, %blk ], [ %c{r}{q}.n, %kl ]")
-    add("  %sk = mul i64 %kk, %M")
-    for r in range(_R):
-        add(f"  %si{r} = add i64 %sk, %i{r}")
-        add(f"  %sp{r} = getelementptr inbounds float, ptr %s, i64 %si{r}")
-        add(f"  %a{r} = load float, ptr %sp{r}, align 4")
-        add(f"  %a{r}.e = insertelement {v} poison, float %a{r}, i64 0")
-        add(f"  %a{r}.v = shufflevector {v} %a{r}.e, {v} poison, <{_W} x i32> zeroinitializer")
-    add("  %mk = mul i64 %kk, %N")
-    add("  %mj = add i64 %mk, %jb")
-    for q in range(_Q):
-        add(f"  %mo{q} = add i64 %mj, {q * _W}")
-        add(f"  %pm{q} = getelementptr inbounds float, ptr %m, i64 %mo{q}")
-        add(f"  %b{q} = load {v}, ptr %pm{q}, align 4")
-        for r in range(_R):
-            add(f"  %c{r}{q}.n = call {v} @llvm.fma.v{_W}f32({v} %a{r}.v, {v} %b{q}, {v} %c{r}{q})")
-    add("  %kk.next = add nsw i64 %kk, 1")
-    add("  %kkdone = icmp eq i64 %kk.next, %K")
-    add("  br i1 %kkdone, label %blk.end, label %kl")
-    add("blk.end:")
-    for r in range(_R):
-        for q in range(_Q):
-            add(f"  store {v} %c{r}{q}.n, ptr %pc{r}{q}, align 4")
-    add(f"  %jb.next = add nuw nsw i64 %jb, {_COLS}")
-    add("  %jbdone = icmp eq i64 %jb.next, %J0")
-    add("  br i1 %jbdone, label %prow.end, label %blk")
+    chains = [(r, q) for r in range(_R) for q in range(_Q)]     # accumulator c{r}{q}: row r, vector q
+    lines = ["blk:", "  %jb = phi i64 [ 0, %prow ], [ %jb.next, %blk.end ]"]
+    for r, q in chains:
+        lines += [f"  %o{r}{q} = add i64 %rb{r}, %jb",
+                  f"  %o{r}{q}.x = add i64 %o{r}{q}, {q * _W}",
+                  f"  %pc{r}{q} = getelementptr inbounds float, ptr %acc, i64 %o{r}{q}.x",
+                  f"  %c{r}{q}.init = load {v}, ptr %pc{r}{q}, align 4"]
+    lines += ["  br label %kl", "kl:", "  %kk = phi i64 [ %start, %blk ], [ %kk.next, %kl ]"]
+    lines += [f"  %c{r}{q} = phi {v} [ %c{r}{q}.init, %blk ], [ %c{r}{q}.n, %kl ]" for r, q in chains]
+    lines.append("  %sk = mul i64 %kk, %M")
+    for r in range(_R):                 # s[k, row r], broadcast to every lane
+        lines += [f"  %si{r} = add i64 %sk, %i{r}",
+                  f"  %sp{r} = getelementptr inbounds float, ptr %s, i64 %si{r}",
+                  f"  %a{r} = load float, ptr %sp{r}, align 4",
+                  f"  %a{r}.e = insertelement {v} poison, float %a{r}, i64 0",
+                  f"  %a{r}.v = shufflevector {v} %a{r}.e, {v} poison, <{_W} x i32> zeroinitializer"]
+    lines += ["  %mk = mul i64 %kk, %N", "  %mj = add i64 %mk, %jb"]
+    for q in range(_Q):                 # m[k, block columns of vector q]
+        lines += [f"  %mo{q} = add i64 %mj, {q * _W}",
+                  f"  %pm{q} = getelementptr inbounds float, ptr %m, i64 %mo{q}",
+                  f"  %b{q} = load {v}, ptr %pm{q}, align 4"]
+    lines += [f"  %c{r}{q}.n = call {v} @llvm.fma.v{_W}f32({v} %a{r}.v, {v} %b{q}, {v} %c{r}{q})"
+              for r, q in chains]
+    lines += ["  %kk.next = add nsw i64 %kk, 1", "  %kkdone = icmp eq i64 %kk.next, %K",
+              "  br i1 %kkdone, label %blk.end, label %kl", "blk.end:"]
+    lines += [f"  store {v} %c{r}{q}.n, ptr %pc{r}{q}, align 4" for r, q in chains]
+    lines += [f"  %jb.next = add nuw nsw i64 %jb, {_COLS}", "  %jbdone = icmp eq i64 %jb.next, %J0",
+              "  br i1 %jbdone, label %prow.end, label %blk"]
     return "\n".join(lines)
 
 

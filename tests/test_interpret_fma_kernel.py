@@ -84,6 +84,20 @@ def test_compiled_routine_builds():
     assert fma_kernel.available()
 
 
+def test_overwrite_reuses_the_accumulator_only_when_allowed():
+    rng = np.random.default_rng(5)
+    s, m, acc = (_data(rng, sh, "normal") for sh in ((9, 6), (9, 40), (6, 40)))
+    want = fma_outer_chain_f32(s, m, acc, 0)
+    kept = acc.copy()
+    got = fma_kernel.fma_chain_f32(s, m, kept, 0, overwrite=True)
+    assert got is kept
+    _same(got, want)
+    view = acc.T.copy().T                          # not C-contiguous: copied, left untouched
+    before = view.copy()
+    _same(fma_kernel.fma_chain_f32(s, m, view, 0, overwrite=True), want)
+    _same(view, before)
+
+
 def test_compiled_chain_midpoints_need_single_rounding():
     """a*b + c where the float64 sum lands on a float32 midpoint: double rounding would give 1.0."""
     a, b = F32(24929 * 2.0 ** -15), F32(673 * 2.0 ** -9)      # a*b = 1 + 2**-24 exactly

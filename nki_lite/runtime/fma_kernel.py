@@ -202,15 +202,19 @@ def available() -> bool:
     return _fn() is not None
 
 
-def fma_chain_f32(s: np.ndarray, m: np.ndarray, acc: np.ndarray, start: int = 0) -> np.ndarray:
-    """The compiled k-chain (see the module contract). s: [K, M], m: [K, N], acc: [M, N]."""
+def fma_chain_f32(s: np.ndarray, m: np.ndarray, acc: np.ndarray, start: int = 0,
+                  overwrite: bool = False) -> np.ndarray:
+    """The compiled k-chain (see the module contract). s: [K, M], m: [K, N], acc: [M, N]. With
+    `overwrite` the caller gives acc up: a C-contiguous float32 acc becomes the result (no copy);
+    otherwise acc is untouched."""
     fn = _fn()
     if fn is None:
         from ..numerics.fma import fma_outer_chain_f32
         return fma_outer_chain_f32(s, m, acc, start)
     s = np.ascontiguousarray(s, dtype=np.float32)
     m = np.ascontiguousarray(m, dtype=np.float32)
-    out = np.array(acc, dtype=np.float32, order="C")      # a fresh copy: the caller's acc is untouched
+    out = (acc if overwrite and acc.dtype == np.float32 and acc.flags.c_contiguous and acc.flags.writeable
+           else np.array(acc, dtype=np.float32, order="C"))
     K, M = s.shape
     N = m.shape[1]
     if m.shape[0] != K or out.shape != (M, N):

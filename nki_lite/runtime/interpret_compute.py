@@ -163,7 +163,7 @@ def _nc_matmul(m, instr, env):
         chain = fused or _products_exact(s, mv, m.dtype_of(s_acc), m.dtype_of(mv_acc))
         if chain:
             from .fma_kernel import fma_chain_f32
-            acc = fma_chain_f32(s, mv, acc, start)
+            acc = fma_chain_f32(s, mv, acc, start, overwrite=True)     # acc is this rule's own array
         for k in range(start, K) if not chain else ():
             acc = (acc + s[k][:, None] * mv[k][None, :]).astype(F32)
     m.write(dst, env, finish(acc, m.dtype_of(dst)), instr)

@@ -48,3 +48,24 @@ def test_spare_memory_is_bounded(monkeypatch):
     got = _kernel(T)(x, mode="interpret")
     assert made.count((128, 64)) == T
     assert np.isnan(got).sum() == T * 128 * 48
+
+
+def test_reuse_keeps_dtypes_that_share_a_numpy_code_apart():
+    """float8_e4m3fn and float8_e4m3 arrays have the same dtype `.str` ('<V1'): a dead e4m3fn tile's
+    array must not become the next e4m3 tile (its bits would be read in the other format)."""
+    import ml_dtypes
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((2, 128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out[0], nl.copy(nl.load(a), dtype=nl.float32))
+        nl.store(out[1], nl.copy(nl.load(b), dtype=nl.float32))
+        return out
+
+    vals = np.array([1.0, -2.0, 240.0, -240.0, np.inf, -np.inf, 0.5, 3.0], np.float32)
+    a = np.tile(np.array([1.0, -2.0, 448.0, -448.0, 256.0, 0.5, 3.0, 320.0], np.float32),
+                (128, 1)).astype(ml_dtypes.float8_e4m3fn)
+    b = np.tile(vals, (128, 1)).astype(ml_dtypes.float8_e4m3)
+    got = k(a, b, mode="interpret")
+    assert np.array_equal(got[0], a.astype(np.float32))
+    assert np.array_equal(got[1], b.astype(np.float32))

@@ -175,7 +175,8 @@ def _precision(dtype: str) -> int:
     return info.man_bits + 1 if info.kind == "f" else info.bits
 
 
-_NORMAL_MIN, _OVERFLOW = 2.0 ** -126, 2.0 ** 128
+_FP32 = np.finfo(np.float32)
+_NORMAL_MIN, _FP32_MAX = float(_FP32.smallest_normal), float(_FP32.max)
 
 
 def _magnitudes(x: np.ndarray):
@@ -190,10 +191,10 @@ def _products_exact(s: np.ndarray, mv: np.ndarray, sdt: str, mdt: str) -> bool:
     is round(acc + a*b), which is fma(a, b, acc) bit for bit (infinities, NaN, zeros and signed zeros
     included: both follow IEEE for the same exact product). True when the significands fit in fp32's
     24 bits together (bf16 x bf16: 16, fp16 x fp16: 22, fp8, tf32) and every finite non-zero product
-    is in fp32's normal range (a subnormal product would be rounded; one of 2^128 or more overflows)."""
+    is in fp32's normal range (a subnormal product would be rounded; one above fp32's largest overflows)."""
     if _precision(sdt) + _precision(mdt) > 24:
         return False
     ms, mm = _magnitudes(s), _magnitudes(mv)
     if ms is None or mm is None:         # every product is 0, inf or NaN: exact
         return True
-    return ms[0] * mm[0] >= _NORMAL_MIN and ms[1] * mm[1] < _OVERFLOW
+    return ms[0] * mm[0] >= _NORMAL_MIN and ms[1] * mm[1] <= _FP32_MAX

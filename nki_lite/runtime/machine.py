@@ -74,7 +74,8 @@ class Machine:
                 self.mem[b.name] = self.mem[b.base].reshape(b.shape).view(D.storage(b.dtype))
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
-        spare = self._spare.get((tuple(b.shape), np.dtype(D.storage(b.dtype)).str))
+        # keyed by the dtype object: custom dtypes (ml_dtypes' float8 kinds) share a `.str`
+        spare = self._spare.get((tuple(b.shape), np.dtype(D.storage(b.dtype))))
         if spare:
             arr = spare.pop()
             self._spare_bytes -= arr.nbytes
@@ -92,7 +93,7 @@ class Machine:
         arr = self.mem.pop(name, None)
         if (arr is not None and name in self._reusable and arr.base is None
                 and self._spare_bytes + arr.nbytes <= self.SPARE_BYTES):
-            self._spare.setdefault((arr.shape, arr.dtype.str), []).append(arr)
+            self._spare.setdefault((arr.shape, arr.dtype), []).append(arr)
             self._spare_bytes += arr.nbytes
 
     SPARE_BYTES = 1 << 28

@@ -40,9 +40,29 @@ def two_pass(a):
     return out
 
 
-def _plans(nb, target="trn1"):
+@nki.jit
+def two_pass_per_group(a):
+    """two_pass inside an outer loop over groups of row blocks: the group's blocks belong to its
+    iteration, so the tensor costs one group at a time (the capacity rule's block scope) and the
+    over-capacity stretch runs once per group."""
+    groups, nb = 3, a.shape[0] // (128 * 3)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    big = nl.ndarray((groups, nb, nl.par_dim(128), COLS), dtype=a.dtype, buffer=nl.sbuf)
+    for g in nl.affine_range(groups):
+        for i in nl.affine_range(nb):
+            r = (g * nb + i) * 128
+            big[g, i, :, :] = nisa.tensor_scalar(nl.load(a[r:r + 128, :]), nl.multiply, 2.0,
+                                                 engine=nisa.vector_engine)
+        for i in nl.affine_range(nb):
+            r = (g * nb + i) * 128
+            nl.store(out[r:r + 128, :],
+                     value=nisa.tensor_scalar(big[g, i, :, :], nl.add, 1.0, engine=nisa.vector_engine))
+    return out
+
+
+def _plans(nb, target="trn1", kernel=None):
     t = TARGETS[target]
-    k = two_pass.trace(nt.tensor[[128 * nb, COLS], F32], target=target)
+    k = (kernel or two_pass).trace(nt.tensor[[128 * nb, COLS], F32], target=target)
     return k, t, Plan(k, t), Plan(k, t, spill=False)
 
 
@@ -86,3 +106,12 @@ def test_spill_dmas_save_after_the_write_and_reload_before_the_far_read():
     assert sum(1 for o in ops if o[1] is not None) == 2  # one save, one reload: nothing else spills
     # 'big' (128 blocks of 2 KiB per partition) gives up the excess: that share of each block moves
     assert list(plan.spill_fraction.values()) == [pytest.approx(_excess(k, t) / (128 * 4 * COLS))] * 2
+
+
+def test_a_stretch_inside_a_loop_spills_once_per_iteration():
+    k, t, plan, plain = _plans(3 * 128, kernel=two_pass_per_group)     # 3 groups of 128 blocks
+    excess = _excess(k, t)
+    assert 0 < excess < 128 * 4 * COLS                   # one group's 256 KiB is over, not all three
+    a, b = totals(plan), totals(plain)
+    assert a.hbm_write_bytes - b.hbm_write_bytes == pytest.approx(3 * excess * t.partitions, rel=1e-3)
+    assert a.hbm_read_bytes - b.hbm_read_bytes == pytest.approx(3 * excess * t.partitions, rel=1e-3)

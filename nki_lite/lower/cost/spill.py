@@ -3,7 +3,8 @@
 Contract: `add_spills(kernel, target) -> (kernel', fraction)`. kernel' is `kernel` with explicit
 spill DMAs inserted; `fraction[id(dma)]` is the share of the DMA's bytes (and time) it moves. The
 plan (plan.py) charges those DMAs like any other, scaled by their fraction; nothing else changes.
-With nothing over capacity, `kernel` itself is returned and `fraction` is empty.
+With nothing over capacity, or when the kernel places SBUF tiles itself (nki.compiler allocators:
+their addresses decide, as in the capacity rule), `kernel` itself is returned and `fraction` is empty.
 
 The model (one mechanism, no per-kernel factor):
 - SBUF occupancy over program positions is the capacity rule's (lower/footprints.py: live ranges,
@@ -31,6 +32,7 @@ from ...core.ir import Access, Buffer, Instr, Loop, Space
 from ..analysis.accesses import accesses
 from ..footprints import footprints
 from ..verify_common import Ctx
+from ..verify_memory import _direct
 
 
 def _over_capacity(ctx: Ctx, fps: dict) -> dict[str, float]:
@@ -78,6 +80,8 @@ def add_spills(kernel, target):
         return kernel, {}
     ctx = Ctx.build(kernel)
     ctx = dataclasses.replace(ctx, target=target)
+    if _direct(ctx, Space.SBUF):
+        return kernel, {}       # the kernel places SBUF itself (nki.compiler allocators): the compiler does not spill
     frac = _over_capacity(ctx, footprints(ctx))
     if not frac:
         return kernel, {}

@@ -144,3 +144,11 @@ def test_directly_placed_sbuf_never_spills():
     t, spec = TARGETS["trn1"], nt.tensor[[128, 6 * 8192], F32]
     assert Plan(placed.trace(spec, target="trn1"), t).spill_fraction == {}
     assert Plan(automatic.trace(spec, target="trn1"), t).spill_fraction != {}    # the same tiles, unplaced
+
+
+@pytest.mark.parametrize("kernel,nb", [(two_pass, 128), (two_pass_per_group, 3 * 128)])
+def test_extrapolation_with_spills_equals_full_simulation(kernel, nb):
+    _, _, plan, _ = _plans(nb, kernel=kernel)
+    assert plan.spill_fraction
+    res = {ex: Simulator(plan, record_events=False, extrapolate=ex).run() for ex in (True, False)}
+    assert res[True].total_ns == pytest.approx(res[False].total_ns, rel=1e-12)

@@ -11,7 +11,7 @@ program ids. Pure: nothing here simulates time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from ...core.ops import accumulates, dynamic_access, is_dma, reads as op_reads
 from .engines import balance as balance_engines
 from .hoist import hoist as hoist_loads
 from .rules import Cost, CostCtx, cost_of
+from .spill import add_spills
 
 
 
@@ -98,7 +99,9 @@ def _affine_box(exprs, shape):
 class Plan:
     """Everything about a kernel the schedule needs, computed once."""
 
-    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True):
+    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True, spill: bool = True):
+        # the compiler's spill saves and reloads where live SBUF exceeds capacity (spill.py)
+        kernel, self.spill_fraction = add_spills(kernel, target) if spill else (kernel, {})
         self.kernel = kernel
         self.target = target
         self.bufs = kernel.buffer_map
@@ -199,9 +202,9 @@ class Plan:
             mask_vars = tuple(sorted(v for v in ins.mask.vars() if not is_axis_var(v)))
         cost = None
         if ins.mask is None or not is_dma(ins):
-            cost = cost_of(ins, CostCtx(self.target, self.bufs))
+            cost = self._spill_scaled(ins, cost_of(ins, CostCtx(self.target, self.bufs)))
         elif not mask_vars:
-            cost = cost_of(ins, CostCtx(self.target, self.bufs, active=self._active(ins, {})))
+            cost = self._spill_scaled(ins, cost_of(ins, CostCtx(self.target, self.bufs, active=self._active(ins, {}))))
         loc = f"{ins.loc.file.rsplit('/', 1)[-1]}:{ins.loc.line}" if ins.loc else ""
         shape = "x".join(map(str, ins.outs[0].shape)) if ins.outs else ""
         label = cost.opcode if cost is not None else ins.op
@@ -220,9 +223,18 @@ class Plan:
             cache = inf._cache = {}
         c = cache.get(key)
         if c is None:
-            c = cache[key] = cost_of(inf.instr, CostCtx(self.target, self.bufs,
-                                                       active=self._active(inf.instr, env)))
+            c = cache[key] = self._spill_scaled(inf.instr, cost_of(inf.instr, CostCtx(
+                self.target, self.bufs, active=self._active(inf.instr, env))))
         return c
+
+    def _spill_scaled(self, ins: Instr, c: Cost) -> Cost:
+        """A spill DMA moves only its buffer's spilled share of the tile (spill.py): bytes and queue
+        time scale with it; descriptors do not (each tile's transfer is still one set of descriptors)."""
+        f = self.spill_fraction.get(id(ins))
+        if f is None:
+            return c
+        return replace(c, ns=c.ns * f, dma_bytes=round(c.dma_bytes * f), hbm_read_bytes=round(c.hbm_read_bytes * f),
+                       hbm_write_bytes=round(c.hbm_write_bytes * f))
 
     def _fold_masked_matmuls(self, nodes):
         """A masked `nc_matmul` is traced as a matmul into a fresh PSUM tile followed by a masked

@@ -54,6 +54,8 @@ def _on_chip(t: Tile) -> bool:
 
 
 def _int(x, what: str) -> int:
+    if isinstance(x, Index) and x.ndim == 0 and x.expr.is_const:
+        return int(x.expr.const)       # index arithmetic that left no variable (e.g. `pid // 2` at pid 1)
     if isinstance(x, bool) or not hasattr(x, "__index__") or isinstance(x, (Index, Tile)):
         raise _err("view", f"{what} must be a Python int known at trace time, got {x!r}")
     return int(x)

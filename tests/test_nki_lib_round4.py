@@ -13,6 +13,7 @@ import pytest
 import nki_lite.nki as nki
 import nki_lite.nki.isa as nisa
 import nki_lite.nki.language as nl
+from nki_lite import errors
 
 from .nki_tiles import hbm_of
 
@@ -74,3 +75,72 @@ def test_scalar_offset_of_a_loop_variable(mode):
     a = RNG.standard_normal((6, 9)).astype(np.float32)
     np.testing.assert_array_equal(rows_by_scalar_offset(a, 4, mode=mode), a[:4])
     np.testing.assert_array_equal(column_by_int_scalar_offset(a, mode=mode), a[:, 3:4])
+
+
+@nki.jit
+def one_element_copies(a):
+    """dma_copy between a 0-d element view and a [1, 1] view, both ways (the library's sink load)."""
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(t, 0.0)
+    for b in nl.affine_range(2):
+        nisa.dma_copy(dst=t[b, 1], src=a[b:b + 1, 2:3])
+    nisa.dma_copy(dst=t[2:3, 0:1], src=a[3, 0])
+    return hbm_of(t)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dma_copy_of_one_element_between_shapes(mode):
+    a = RNG.standard_normal((4, 3)).astype(np.float32)
+    want = np.zeros_like(a)
+    want[0, 1], want[1, 1], want[2, 0] = a[0, 2], a[1, 2], a[3, 0]
+    np.testing.assert_array_equal(one_element_copies(a, mode=mode), want)
+
+
+@nki.jit
+def minus_psum_mean_broadcast(x, w):
+    """x [P, N*H1] minus a PSUM matmul result [P, N] broadcast over H1: the read counts the N distinct PSUM
+    elements per partition, not N*H1 (library layernorm_tkg: 320 x 24 = 7680 > 4096)."""
+    xs, ws = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf), nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    nisa.dma_copy(dst=ws, src=w)
+    ones = nl.ndarray((w.shape[0], x.shape[0]), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(ones, 1.0)
+    mean = nl.ndarray((x.shape[0], w.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=mean, stationary=ones, moving=ws)
+    h1 = x.shape[1] // w.shape[1]
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(out.reshape_dim(1, [w.shape[1], h1]), xs.reshape_dim(1, [w.shape[1], h1]),
+                       mean.expand_dim(2).broadcast(2, h1), nl.subtract)
+    return hbm_of(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_psum_read_limit_counts_distinct_elements(mode):
+    x = RNG.standard_normal((4, 320 * 24)).astype(np.float32)
+    w = RNG.standard_normal((2, 320)).astype(np.float32)
+    col = (w[0] + w[1]).astype(np.float32)
+    want = x - np.repeat(col, 24)[None, :]
+    np.testing.assert_allclose(minus_psum_mean_broadcast(x, w, mode=mode), want, rtol=1e-6, atol=1e-5)
+
+
+@nki.jit
+def wide_sbuf_read(x, n: int, broadcast: bool):
+    """A Vector Engine read of n elements per partition from SBUF, as n distinct ones or one broadcast."""
+    if broadcast:
+        t = nl.ndarray((x.shape[0], 1), dtype=nl.bfloat16, buffer=nl.sbuf)
+        src = t.broadcast(1, n)
+    else:
+        t = nl.ndarray((x.shape[0], n), dtype=nl.bfloat16, buffer=nl.sbuf)
+        src = t
+    nisa.memset(t, 1.0)
+    s = nl.ndarray((x.shape[0], n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=s, data=src, op0=nl.multiply, operand0=2.0)
+    return hbm_of(s)
+
+
+def test_read_limit_still_holds_for_distinct_elements():
+    """The 64K SBUF read limit: 65537 distinct elements are NL-E102; one element broadcast 65537 times is not."""
+    x = np.zeros((1, 1), np.float32)
+    with pytest.raises(errors.NkiLiteError, match="NL-E102"):
+        wide_sbuf_read(x, 65537, False, mode="interpret")
+    assert (np.asarray(wide_sbuf_read(x, 65537, True, mode="interpret"), np.float32) == 2.0).all()

@@ -85,6 +85,8 @@ def _same_shape(dst, src):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
         return dst, src
+    if int(np.prod(dst.shape)) == 1:             # one element each side (a 0-d `t[0, 0]` and a [1, 1] view)
+        return _element(dst), _element(src)
     if _bridge.is_whole_hbm(src):
         return dst, src.reshape(tuple(dst.shape))
     if _bridge.is_whole_hbm(dst):
@@ -93,6 +95,11 @@ def _same_shape(dst, src):
     if d.shape and tuple(d.shape) == tuple(s.shape):
         return d, s
     return dst, src
+
+
+def _element(t):
+    """The single element of a one-element tensor or view as a 0-d view (t itself when already 0-d)."""
+    return t[(0,) * len(t.shape)] if t.shape else t
 
 
 def _squeezed(t):

@@ -144,3 +144,29 @@ def test_read_limit_still_holds_for_distinct_elements():
     with pytest.raises(errors.NkiLiteError, match="NL-E102"):
         wide_sbuf_read(x, 65537, False, mode="interpret")
     assert (np.asarray(wide_sbuf_read(x, 65537, True, mode="interpret"), np.float32) == 2.0).all()
+
+
+@nki.jit
+def abs_max_rows(x):
+    """Row abs-max through tensor_scalar_reduce(op0=nl.abs, reduce_op=nl.maximum) (library rmsnorm_quant)."""
+    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    m = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=a, data=xs, op0=nl.abs, operand0=0.0, reduce_op=nl.maximum, reduce_res=m)
+    both = nl.ndarray((x.shape[0], x.shape[1] + 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=both[:, 0:x.shape[1]], src=a)
+    nisa.tensor_copy(dst=both[:, x.shape[1]:x.shape[1] + 1], src=m)
+    return hbm_of(both)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_abs_as_an_alu_op(mode, dtype):
+    x = (RNG.standard_normal((8, 37)) * 50).astype(dtype)
+    x[0, 0] = -0.0 if dtype == np.float32 else -7
+    got = np.asarray(abs_max_rows(x, mode=mode))
+    want = np.concatenate([np.abs(x), np.abs(x).max(axis=1, keepdims=True)], axis=1)
+    np.testing.assert_array_equal(got, want)
+    if dtype == np.float32:
+        assert not np.signbit(got[0, 0])

@@ -57,6 +57,10 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
             return B.op(f"call {I} @{fn}({I} {a}, {I} {b_})")
         if op in _ICMP or op in _LOGIC:
             return _truth(B, op, a, b_, I, I1, "icmp", _ICMP, "ne", zero, "zext")
+        if op == "abs":                            # numerics/alu.py: |a|, b ignored
+            fn = f"llvm.abs.{em.sfx('i64')}"
+            em.declare(f"declare {I} @{fn}({I}, i1)")
+            return B.op(f"call {I} @{fn}({I} {a}, i1 false)")
         if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
             return B.op(f"{op[8:]} {I} {a}, {b_}")
         if op in ("left_shift", "right_shift"):
@@ -87,6 +91,10 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
         em.declare(f"declare {F} @{fn}({F}, {F})")
         signed_zero = B.op(f"call {F} @{fn}({F} {fzero}, {F} {b_})")
         return B.op(f"select {F1} {B.op(f'fcmp oeq {F} {r}, {fzero}')}, {F} {signed_zero}, {F} {r}")
+    if op == "abs":                                # numerics/alu.py: |a| (the sign bit cleared), b ignored
+        fn = f"llvm.fabs.{em.sfx('float')}"
+        em.declare(f"declare {F} @{fn}({F})")
+        return B.op(f"call {F} @{fn}({F} {a})")
     if op in ("maximum", "minimum"):
         # numerics/alu.py's _max/_min spelled out with compares and selects: +0 beats -0, a NaN
         # operand gives the canonical NaN. Not llvm.maximum/minimum: after optimisation its x86

@@ -170,3 +170,32 @@ def test_abs_as_an_alu_op(mode, dtype):
     np.testing.assert_array_equal(got, want)
     if dtype == np.float32:
         assert not np.signbit(got[0, 0])
+
+
+@nki.jit
+def transpose_into_bf16_psum(x, is_transpose: bool):
+    """x [K, M] bf16 transposed on the Tensor Engine (identity moving) into a bf16 PSUM tile [M, K]."""
+    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    ident = nl.shared_identity_matrix(x.shape[0], dtype=x.dtype)
+    p = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=xs, moving=ident, is_transpose=is_transpose)
+    s = nl.ndarray(p.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=p)
+    return hbm_of(s)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transpose_mode_writes_the_input_dtype_to_psum(mode):
+    import ml_dtypes
+    x = RNG.standard_normal((16, 8)).astype(ml_dtypes.bfloat16)
+    got = transpose_into_bf16_psum(x, True, mode=mode, target="trn2")
+    np.testing.assert_array_equal(np.asarray(got), x.T)
+
+
+@pytest.mark.parametrize("is_transpose, target", [(False, "trn2"), (True, "trn1")])
+def test_bf16_psum_stays_an_error_outside_transpose_mode(is_transpose, target):
+    import ml_dtypes
+    x = RNG.standard_normal((16, 8)).astype(ml_dtypes.bfloat16)
+    with pytest.raises(errors.NkiLiteError, match="NL-E201"):
+        transpose_into_bf16_psum(x, is_transpose, mode="interpret", target=target)

@@ -199,3 +199,31 @@ def test_bf16_psum_stays_an_error_outside_transpose_mode(is_transpose, target):
     x = RNG.standard_normal((16, 8)).astype(ml_dtypes.bfloat16)
     with pytest.raises(errors.NkiLiteError, match="NL-E201"):
         transpose_into_bf16_psum(x, is_transpose, mode="interpret", target=target)
+
+
+@nki.jit
+def core0_stores_the_sum(a, store_on_core0: bool):
+    """Both cores exchange their halves with sendrecv; only core 0 stores the sum (library indexed_flatten)."""
+    rows = a.shape[0] // 2
+    me = nl.program_id(0)
+    mine = nl.ndarray((rows, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[me * rows:(me + 1) * rows, :])
+    theirs = nl.ndarray(mine.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    total = nl.ndarray(mine.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=total, data1=mine, data2=theirs, op=nl.add)
+    out = nl.ndarray(mine.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    if me == 0 and store_on_core0:
+        nisa.dma_copy(dst=out, src=total)
+    return out
+
+
+def test_an_output_written_by_one_core_only():
+    a = RNG.standard_normal((8, 5)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(core0_stores_the_sum[2](a, True)), a[:4] + a[4:])
+
+
+def test_an_output_no_core_writes_is_still_nl_e702():
+    a = RNG.standard_normal((8, 5)).astype(np.float32)
+    with pytest.raises(errors.NkiLiteError, match="NL-E702"):
+        core0_stores_the_sum[2](a, False)

@@ -82,13 +82,17 @@ def check_outputs(ctx: Ctx) -> None:
                     f"output '{name}' is never written: the mask of its only write(s) (first at {short(s.loc)}) "
                     "is never true",
                     loc=s.loc, hint="check the mask= of the store")
-            raise errors.make(
+            e = errors.make(
                 "output_not_written",
                 f"output '{name}' ({out.space.value}{list(out.shape)} {out.dtype}) is returned but no instruction "
                 "writes it",
                 loc=out.loc or ctx.kernel.loc,
                 hint=f"store into it (nl.store({name}[...], value=tile)) before returning it; check loop trip "
                      "counts and conditions around the stores")
+            if ctx.unwritten is None:
+                raise e
+            ctx.unwritten.append((name, e))
+            continue
         _coverage(ctx, out, writes, OutputCoverageWarning)
 
 

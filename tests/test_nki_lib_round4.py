@@ -227,3 +227,28 @@ def test_an_output_no_core_writes_is_still_nl_e702():
     a = RNG.standard_normal((8, 5)).astype(np.float32)
     with pytest.raises(errors.NkiLiteError, match="NL-E702"):
         core0_stores_the_sum[2](a, False)
+
+
+@nki.jit
+def plus_constant_file(x, path: str):
+    """x plus the contents of a .npy file read by nl.shared_constant(path) (library rotational topk)."""
+    c = nl.shared_constant(path)
+    cs = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cs, src=c)
+    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    nisa.tensor_tensor(dst=xs, data1=xs, data2=cs, op=nl.add)
+    return hbm_of(xs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_shared_constant_from_an_npy_file(mode, tmp_path):
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    c = RNG.standard_normal((4, 6)).astype(np.float32)
+    np.save(tmp_path / "c.npy", c)
+    np.testing.assert_array_equal(plus_constant_file(x, str(tmp_path / "c.npy"), mode=mode), x + c)
+
+
+def test_shared_constant_of_a_missing_file_names_it(tmp_path):
+    with pytest.raises(errors.NkiLiteError, match="cannot read the .npy file"):
+        plus_constant_file(np.zeros((4, 6), np.float32), str(tmp_path / "absent.npy"), mode="interpret")

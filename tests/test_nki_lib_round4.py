@@ -252,3 +252,30 @@ def test_shared_constant_from_an_npy_file(mode, tmp_path):
 def test_shared_constant_of_a_missing_file_names_it(tmp_path):
     with pytest.raises(errors.NkiLiteError, match="cannot read the .npy file"):
         plus_constant_file(np.zeros((4, 6), np.float32), str(tmp_path / "absent.npy"), mode="interpret")
+
+
+@nki.jit
+def gather_per_partition(data, idx):
+    """nisa.nc_n_gather from a [P, 3, 8] tile (free dims flattened) at uint32 indices [P, 2, 5]."""
+    ds = nl.ndarray(data.shape, dtype=data.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ds, src=data)
+    ix = nl.ndarray(idx.shape, dtype=idx.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ix, src=idx)
+    out = nl.ndarray(idx.shape, dtype=data.dtype, buffer=nl.sbuf)
+    nisa.nc_n_gather(dst=out, data=ds, indices=ix)
+    return hbm_of(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nc_n_gather_per_partition(mode):
+    data = RNG.standard_normal((4, 3, 8)).astype(np.float32)
+    idx = RNG.integers(0, 24, (4, 2, 5)).astype(np.uint32)
+    want = np.stack([data[p].reshape(-1)[idx[p].reshape(-1)].reshape(2, 5) for p in range(4)])
+    np.testing.assert_array_equal(gather_per_partition(data, idx, mode=mode), want)
+
+
+def test_nc_n_gather_out_of_range_index_is_an_error():
+    data = np.zeros((4, 3, 8), np.float32)
+    idx = np.full((4, 2, 5), 24, np.uint32)
+    with pytest.raises(errors.NkiLiteError, match="NL-E503"):
+        gather_per_partition(data, idx, mode="interpret")

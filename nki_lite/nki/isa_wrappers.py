@@ -20,12 +20,17 @@ docs/compat_nki.md).
   (with reduce_op=add into reduce_res when given), so its cost is that of those two instructions.
   reduce_cmd other than idle / reset_reduce, or a non-zero reduce_init, is NL-E916 (accumulator
   registers carried across instructions are not modelled).
+- nc_n_gather(dst, data, indices): the legacy gather_flattened (each partition gathers from its own row)
+  on [P, free] forms of the tiles (a tile of more than two dims is copied row-major to one); dst's dtype must
+  be data's.
 - nonzero_with_count(dst, src, index_offset=0, padding_val=-1): a GpSimd instruction of its own (IR op
   `nonzero_with_count`, lang/isa_partition.py). Each GpSimd core reads and writes only the first of its
   16 partitions, so the op is traced on the views src[0:P:16] / dst[0:P:16]; dst's other partitions
   are not modified, as the reference says.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .. import isa as _legacy
 from ..lang.isa_gather import CORE_PARTITIONS
@@ -102,6 +107,32 @@ def tensor_partition_reduce(dst, op, data, name=None):
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     d = _dst(dst, "nisa.local_gather")
     d[...] = _legacy.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices)
+
+
+@instruction("nki.isa.nc_n_gather")
+def nc_n_gather(dst, data, indices, name=None):
+    """dst[p, j] = data[p].flat[indices[p].flat[j]] (free dims flattened on each side; per partition)."""
+    d = _dst(dst, "nisa.nc_n_gather")
+    if _bridge.is_tensor(data) and data.dtype_name != d.dtype_name:
+        raise errors.make("dtype", f"nisa.nc_n_gather: dst dtype {d.dtype_name} must be data's dtype "
+                          f"{data.dtype_name} (the reference)", loc=capture_loc())
+    got = _nl.gather_flattened(_flat(data), _flat(indices), dtype=d.dtype_name)
+    if len(d.shape) <= 2:
+        d[...] = got
+    else:
+        from .isa import tensor_copy          # row-major pairing of equal element counts (nki/conform.py)
+        tensor_copy(dst=d, src=got)
+
+
+def _flat(t):
+    """An on-chip tile as [P, free elements]: itself when 2-D, else a row-major copy (an indirect copy cannot
+    read a view that merges free dimensions, lang/flat_storage.py)."""
+    if not _bridge.is_tensor(t) or len(t.shape) <= 2:
+        return t
+    from .isa import tensor_copy
+    flat = _nl.ndarray((t.shape[0], int(np.prod(t.shape[1:]))), dtype=t.dtype_name, buffer=_nl.sbuf)
+    tensor_copy(dst=flat, src=t)
+    return flat
 
 
 @instruction("nki.isa.dropout")

@@ -279,3 +279,27 @@ def test_nc_n_gather_out_of_range_index_is_an_error():
     idx = np.full((4, 2, 5), 24, np.uint32)
     with pytest.raises(errors.NkiLiteError, match="NL-E503"):
         gather_per_partition(data, idx, mode="interpret")
+
+
+@nki.jit
+def asserts_its_view(dummy, cols: int):
+    """A trace-time check on a view's shape (the library's TensorView tests), then a store."""
+    t = nl.ndarray((8, 32), dtype=nl.float32, buffer=nl.sbuf)
+    v = t.slice(1, 0, cols)
+    assert v.shape == (8, 16), f"slice gave {v.shape}"
+    nisa.memset(v, 0.0)
+    nisa.dma_copy(dst=dummy, src=v)
+    return dummy
+
+
+def test_trace_only_frontend_traces_and_verifies():
+    from nki_lite.nki.frontend import ParserFrontend
+    dummy = np.zeros((8, 16), np.float32)
+    one = ParserFrontend().compile(asserts_its_view, inputs={"dummy": dummy, "cols": 16}, target="trn2", lnc=1)
+    assert len(one.kernels) == 1 and one.module is None
+    assert "memset" in str(one.kernels[0])
+    two = ParserFrontend().compile(uneven_row_shards, inputs={"a": np.zeros((7, 5), np.float32)}, target="trn2",
+                                   lnc=2)
+    assert len(two.kernels) == 2
+    with pytest.raises(AssertionError, match="slice gave"):
+        ParserFrontend().compile(asserts_its_view, inputs={"dummy": dummy, "cols": 12}, target="trn2", lnc=1)

@@ -303,3 +303,36 @@ def test_trace_only_frontend_traces_and_verifies():
     assert len(two.kernels) == 2
     with pytest.raises(AssertionError, match="slice gave"):
         ParserFrontend().compile(asserts_its_view, inputs={"dummy": dummy, "cols": 12}, target="trn2", lnc=1)
+
+
+@nki.jit
+def doubled_row_shards(a):
+    """Each core doubles its shard of rows, row by row; with one row on two cores core 0's shard is
+    nl.ds(0, 0), an empty slice whose loop runs 0 times (library cross_entropy_forward)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    cores, me = nl.num_programs(), nl.program_id(0)
+    per = a.shape[0] // cores
+    rows = a.shape[0] - me * per if me == cores - 1 else per
+    src, dst = a[nl.ds(me * per, rows)], out[nl.ds(me * per, rows)]
+    for b in nl.affine_range(rows):
+        t = nl.ndarray((1, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src[b:b + 1, :])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=dst[b:b + 1, :], src=t)
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_an_empty_shard_of_nl_ds_size_zero(rows):
+    a = RNG.standard_normal((rows, 5)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(doubled_row_shards[2](a)), a * np.float32(2))
+
+
+def test_nl_ds_of_a_negative_size_is_an_error():
+    @nki.jit
+    def negative(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[nl.ds(0, -1)], src=a[nl.ds(0, -1)])
+        return out
+    with pytest.raises(errors.NkiLiteError, match="NL-E807"):
+        negative(np.zeros((2, 2), np.float32), mode="interpret")

@@ -336,3 +336,13 @@ def test_nl_ds_of_a_negative_size_is_an_error():
         return out
     with pytest.raises(errors.NkiLiteError, match="NL-E807"):
         negative(np.zeros((2, 2), np.float32), mode="interpret")
+
+
+def test_per_core_programs_in_jit_mode_say_they_run_in_the_interpreter():
+    from nki_lite.runtime import notices
+    from nki_lite.runtime.notices import NkiLitePerformanceWarning
+    notices._WARNED.clear()
+    a = RNG.standard_normal((7, 5)).astype(np.float32)
+    with pytest.warns(NkiLitePerformanceWarning, match="per-core programs in the interpreter"):
+        got = uneven_row_shards[2](a, mode="jit")
+    np.testing.assert_array_equal(np.asarray(got)[:3], a[:3] * np.float32(2))

@@ -346,3 +346,31 @@ def test_per_core_programs_in_jit_mode_say_they_run_in_the_interpreter():
     with pytest.warns(NkiLitePerformanceWarning, match="per-core programs in the interpreter"):
         got = uneven_row_shards[2](a, mode="jit")
     np.testing.assert_array_equal(np.asarray(got)[:3], a[:3] * np.float32(2))
+
+
+@nki.jit
+def private_scratch_through_views(a, off):
+    """A private-HBM scratch filled through a reshape view, written through `.ap(scalar_offset=tile)` on the
+    root, read back through another reshape view (library indexed_flatten's partial result)."""
+    buf = nl.ndarray((8, 4), dtype=a.dtype, buffer=nl.private_hbm)
+    init = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=init, value=-1)
+    nisa.dma_copy(dst=buf.reshape((4, 8)), src=init)
+    o = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=o, src=off)
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=buf.ap(pattern=[[4, 2], [1, 4]], offset=4, scalar_offset=o, indirect_dim=0), src=t,
+                  oob_mode=nisa.oob_mode.skip)
+    s = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=buf.reshape((4, 8)))
+    return hbm_of(s)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_views_of_a_private_hbm_tensor_share_its_memory(mode):
+    a = np.arange(8, dtype=np.int32).reshape(2, 4) + 1
+    want = np.full((8, 4), -1, np.int32)
+    want[4:6] = a                                  # offset 4 elements = row 1, plus scalar_offset 3 rows
+    got = private_scratch_through_views(a, np.array([[3]], np.int32), mode=mode)
+    np.testing.assert_array_equal(np.asarray(got).reshape(8, 4), want)

@@ -374,3 +374,28 @@ def test_views_of_a_private_hbm_tensor_share_its_memory(mode):
     want[4:6] = a                                  # offset 4 elements = row 1, plus scalar_offset 3 rows
     got = private_scratch_through_views(a, np.array([[3]], np.int32), mode=mode)
     np.testing.assert_array_equal(np.asarray(got).reshape(8, 4), want)
+
+
+@nki.jit
+def compact_3d(x, before):
+    """nisa.nonzero_with_count on src [P, 3, 8] and dst [P, 1, 25]: free dims counted row-major."""
+    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    r = nl.ndarray(before.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=r, src=before)
+    nisa.nonzero_with_count(dst=r, src=xs, index_offset=5, padding_val=-3)
+    return hbm_of(r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nonzero_with_count_of_multi_dim_free_shapes(mode):
+    x = (RNG.random((32, 3, 8)) < 0.4).astype(np.float32) * RNG.standard_normal((32, 3, 8)).astype(np.float32)
+    before = RNG.integers(-100, 100, (32, 1, 25)).astype(np.int32)
+    want = before.copy()
+    for p in (0, 16):                               # each GpSimd core's first partition
+        pos = np.flatnonzero(x[p].reshape(-1) != 0)
+        row = np.full(25, -3, np.int32)
+        row[:pos.size] = pos + 5
+        row[-1] = pos.size
+        want[p, 0] = row
+    np.testing.assert_array_equal(compact_3d(x, before, mode=mode), want)

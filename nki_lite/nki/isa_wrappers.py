@@ -26,7 +26,7 @@ docs/compat_nki.md).
 - nonzero_with_count(dst, src, index_offset=0, padding_val=-1): a GpSimd instruction of its own (IR op
   `nonzero_with_count`, lang/isa_partition.py). Each GpSimd core reads and writes only the first of its
   16 partitions, so the op is traced on the views src[0:P:16] / dst[0:P:16]; dst's other partitions
-  are not modified, as the reference says.
+  are not modified, as the reference says. Tiles with several free dims run on [P, free] row-major copies.
 """
 from __future__ import annotations
 
@@ -157,6 +157,16 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
 @instruction("nki.isa.nonzero_with_count")
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     d = _dst(dst, "nisa.nonzero_with_count")
+    if _bridge.is_tensor(src) and (len(src.shape) > 2 or len(d.shape) > 2) and d.shape[0] == src.shape[0]:
+        # free dims of more than one axis count row-major (library find_nonzero_indices: src [P, 80, 128],
+        # dst [P, 1, 10241]): the instruction runs on [P, free] copies; dst's copy starts from dst's contents so
+        # the partitions it does not write stay as they were
+        from .isa import tensor_copy
+        flat_dst = _flat(d)
+        nonzero_with_count(flat_dst, _flat(src), index_offset, padding_val)
+        if flat_dst is not d:
+            tensor_copy(dst=d, src=flat_dst)
+        return
     if not _bridge.is_tensor(src) or len(src.shape) != 2 or len(d.shape) != 2 or d.shape[0] != src.shape[0]:
         raise errors.make("shape_mismatch", "nisa.nonzero_with_count: src [P, T] and dst [P, T + 1] with the same "
                           f"partitions; got dst {getattr(d, 'shape', None)}, src {getattr(src, 'shape', None)}",

@@ -38,6 +38,7 @@ from ..lang.isa_partition import emit_nonzero_with_count
 from .. import language as _nl
 from ..isa import dge_mode, oob_mode, reduce_cmd
 from . import _bridge
+from .conform import conform
 from .. import errors
 from ..loc import capture_loc
 from .surface import instruction, not_built_argument
@@ -120,8 +121,7 @@ def nc_n_gather(dst, data, indices, name=None):
     if len(d.shape) <= 2:
         d[...] = got
     else:
-        from .isa import tensor_copy          # row-major pairing of equal element counts (nki/conform.py)
-        tensor_copy(dst=d, src=got)
+        _copy(d, got)
 
 
 def _flat(t):
@@ -129,10 +129,15 @@ def _flat(t):
     read a view that merges free dimensions, lang/flat_storage.py)."""
     if not _bridge.is_tensor(t) or len(t.shape) <= 2:
         return t
-    from .isa import tensor_copy
     flat = _nl.ndarray((t.shape[0], int(np.prod(t.shape[1:]))), dtype=t.dtype_name, buffer=_nl.sbuf)
-    tensor_copy(dst=flat, src=t)
+    _copy(flat, t)
     return flat
+
+
+def _copy(dst, src) -> None:
+    """nisa.tensor_copy(dst=dst, src=src): equal element counts per partition pair row-major (nki/conform.py)."""
+    d, s = conform(dst, src)
+    d[...] = _legacy.tensor_copy(s, dtype=dst.dtype_name)
 
 
 @instruction("nki.isa.dropout")
@@ -161,11 +166,10 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
         # free dims of more than one axis count row-major (library find_nonzero_indices: src [P, 80, 128],
         # dst [P, 1, 10241]): the instruction runs on [P, free] copies; dst's copy starts from dst's contents so
         # the partitions it does not write stay as they were
-        from .isa import tensor_copy
         flat_dst = _flat(d)
         nonzero_with_count(flat_dst, _flat(src), index_offset, padding_val)
         if flat_dst is not d:
-            tensor_copy(dst=d, src=flat_dst)
+            _copy(d, flat_dst)
         return
     if not _bridge.is_tensor(src) or len(src.shape) != 2 or len(d.shape) != 2 or d.shape[0] != src.shape[0]:
         raise errors.make("shape_mismatch", "nisa.nonzero_with_count: src [P, T] and dst [P, T + 1] with the same "

@@ -38,6 +38,7 @@ nki_lite.compat.install()     # both dialects: router_topk.py imports neuronxcc.
 import ml_dtypes  # noqa: E402
 import nki_lite.nki as _nki  # noqa: E402
 import nki_lite.nki.isa  # noqa: E402,F401
+import nki_lite.nki.frontend as _nki_frontend  # noqa: E402
 from nki_lite.nki.launch import as_kernel  # noqa: E402  (`cpu_simulate(k)[lnc](**inputs)`: a launchable kernel)
 
 
@@ -67,12 +68,16 @@ def _module(name: str, **attrs) -> types.ModuleType:
 
 def _install_simulator() -> None:
     root = "nki_cpu_simulator.nki"
+    # trace-only tests (test_tensor_view.py) compile through `nki.compiler.frontend`: nki_lite's trace + verify;
+    # registered under the aliased name too (the conftest aliases nki.compiler, not its submodules)
+    _frontend = _Proxy(root + ".compiler.frontend", _nki_frontend)
+    sys.modules["nki.compiler.frontend"] = _frontend
     constants = _Proxy(root + ".isa.constants", _nki.isa.constants)
     dtypes = _Proxy(root + ".language.dtypes", _nki.language)
     sim = _Proxy(root, _nki, cpu_simulate=as_kernel,
                  language=_Proxy(root + ".language", _nki.language, dtypes=dtypes),
                  isa=_Proxy(root + ".isa", _nki.isa, constants=constants),
-                 typing=_Proxy(root + ".typing", _nki.typing), compiler=_Proxy(root + ".compiler", _nki.compiler),
+                 typing=_Proxy(root + ".typing", _nki.typing), compiler=_Proxy(root + ".compiler", _nki.compiler, frontend=_frontend),
                  tensor=_Proxy(root + ".tensor", None, NkiTensor=_nki.language.NkiTensor),
                  builtin=_Proxy(root + ".builtin", None))
     _Proxy("nki_cpu_simulator", None, nki=sim)

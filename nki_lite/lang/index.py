@@ -345,8 +345,10 @@ class DynSlice:
 
 @api("nl.ds")
 def ds(start, size) -> DynSlice:
-    if not isinstance(size, (int, np.integer)) or size <= 0:
-        raise _err("bad_index", f"nl.ds size must be a positive Python int, got {size!r}")
+    if not isinstance(size, (int, np.integer)) or size < 0:
+        # size 0 is an empty slice, as numpy's (a shard with no rows: the library's cross_entropy on 2 cores
+        # with one position); accesses to it move nothing (lower/passes/drop_empty.py)
+        raise _err("bad_index", f"nl.ds size must be a non-negative Python int, got {size!r}")
     return DynSlice(start, int(size))
 
 

@@ -36,7 +36,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     the [M, N] output: masked-off outputs are not written (see PendingMatmul)."""
     loc = capture_loc(2)
     pm = getattr(perf_mode, "value", perf_mode)
-    pending = matmul_pending(stationary, moving, loc, "nc_matmul", perf_mode=pm if pm not in (None, "none") else None)
+    extra = {"is_transpose": True} if is_transpose else {}      # verify_matmul: a transpose's PSUM dtype
+    pending = matmul_pending(stationary, moving, loc, "nc_matmul", perf_mode=pm if pm not in (None, "none") else None,
+                             **extra)
     if mask is not None:
         pending.out_mask = to_mask(mask, pending.shape, loc)
     return pending

@@ -9,6 +9,8 @@ and `view`, are what Tile's `t[k] = v`, `t += v`, `t.reshape(...)` and `t.view(d
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .. import errors
@@ -224,6 +226,13 @@ def shared_constant(constant, dtype=None) -> Tile:
     loc = capture_loc(2)
     if isinstance(constant, Tile):
         raise errors.make("argument", "nl.shared_constant takes host data (a numpy array), not a tile", loc=loc)
+    if isinstance(constant, (str, os.PathLike)):
+        # the reference: "the constant data. Can be a numpy array or a file path to a .npy file"
+        try:
+            constant = np.load(os.fspath(constant), allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise errors.make("argument", f"nl.shared_constant: cannot read the .npy file {os.fspath(constant)!r}: "
+                              f"{e}", loc=loc, hint="pass a numpy array, or the path of a file np.save wrote") from None
     arr = np.asarray(constant)
     dt = resolve_dtype(dtype if dtype is not None else arr.dtype, loc)
     data = np.ascontiguousarray(arr.astype(D.storage(dt)))

@@ -119,18 +119,18 @@ def static_range(*args):
 
 
 @api("nl.program_id")
-def program_id(axis: int = 0) -> Index:
+def program_id(axis: int = 0) -> "Index | int":
     tr = current()
     from .isa_lnc import current_core          # issue #14: a per-core trace of an LNC=2 launch
     if current_core() is not None and axis == 0:
-        return Index(Affine(current_core()[0]))     # the core id is a constant of this core's trace
+        return current_core()[0]     # the core id is a Python int of this core's trace (shapes, patterns, ds sizes)
     if not 0 <= axis < max(1, len(tr.grid)):
         raise errors.make("argument", f"program_id({axis}) outside a launch grid of rank {len(tr.grid)}",
                           loc=capture_loc(2))
     if not tr.grid or tr.grid[axis] == 1:
         # one program along this axis (a kernel launched as kernel[1]): its id is the int 0, so Python
         # control flow on it (the NKI Library's `if prg_id > 0:` sharding branches) is decided at trace time
-        return Index(Affine(0))
+        return 0
     return Index(Affine.var(f"pid{axis}"))
 
 

@@ -54,6 +54,8 @@ def _on_chip(t: Tile) -> bool:
 
 
 def _int(x, what: str) -> int:
+    if isinstance(x, Index) and x.ndim == 0 and x.expr.is_const:
+        return int(x.expr.const)       # index arithmetic that left no variable (e.g. `pid // 2` at pid 1)
     if isinstance(x, bool) or not hasattr(x, "__index__") or isinstance(x, (Index, Tile)):
         raise _err("view", f"{what} must be a Python int known at trace time, got {x!r}")
     return int(x)
@@ -295,6 +297,14 @@ def _dynamic_ap(t: Tile, flat: Affine, shape, scalar_offset, vector_offset, indi
     d = _dim(t, indirect_dim, "indirect_dim") if t.access == ir.Access.full(base) else _int(indirect_dim, "indirect_dim")
     if vector_offset is not None and d != 0:
         raise _err("access_pattern", "vector_offset supports indirect_dim=0 only (nki-aps deep dive)")
+    if scalar_offset is not None and not isinstance(scalar_offset, Tile):
+        # a trace-time value (an int or a loop variable, as the library's `scalar_offset=block_idx` of a loop):
+        # the same offset known statically, `scalar_offset` elements along the base tensor's indirect_dim
+        o = as_index(scalar_offset)
+        if o is NotImplemented or o.ndim or not 0 <= d < len(base.shape):
+            raise _err("view", f"scalar_offset must be an SBUF tensor, an int or a loop-variable expression, "
+                       f"got {scalar_offset!r}")
+        return _lower(t, None, flat + o.expr.scale(_prod(base.shape[d + 1:])), shape, dt)
     if vector_offset is not None:                 # the leading stride is the base's row size, by the docs
         flat = flat - Affine.var(axis_var(0), flat.coeff(axis_var(0)))
     view = _lower(t, None, flat, shape, dt)

@@ -42,6 +42,7 @@ class Ctx:
     sites: list[Site]
     loop_span: dict[int, tuple[int, int]]       # id(loop) -> (first pos, last pos) in program order
     loop_name: dict[str, tuple[str, int, int, Loop]] = field(default_factory=dict)  # var -> (user name, start, step, loop)
+    unwritten: list | None = None               # verify(unwritten=): collect NL-E702 per output, not raise
 
     @staticmethod
     def build(kernel: Kernel) -> "Ctx":

@@ -86,6 +86,10 @@ def check_matmul(ctx: Ctx, site: Site) -> None:
                           f"{t.name} (NeuronCore-v{t.nc_version}); it needs trn3 ({roles})", loc=instr.loc,
                           hint="use nl.float8_e4m3 or nl.float8_e5m2 on this target")
     out_ok = ("float32", "bfloat16") if t.nc_version >= 4 else ("float32",)
+    if instr.attr("is_transpose") and t.nc_version >= 3 and sd == md:
+        # transpose mode (is_transpose=True, identity moving) is bit-accurate from NeuronCore-v3 on: the
+        # PSUM tile may hold the input dtype (the library's bwmm block transposes into bf16 PSUM on gen3)
+        out_ok = tuple(dict.fromkeys(out_ok + (sd,)))
     if od not in out_ok:
         raise errors.make("dtype", f"nc_matmul output (PSUM accumulator) dtype {od} is not allowed on {t.name}; "
                           f"allowed: {', '.join(out_ok)} ({roles})", loc=instr.loc,

@@ -81,31 +81,40 @@ def check_outputs(ctx: Ctx) -> None:
                     continue
                 writes.append((s, k, acc, sp))
         if not writes:
-            if dead:
-                s = dead[0]
-                zero = next((l for l in s.loops if l.trip <= 0), None)
-                if zero is not None:
-                    lname = ctx.var_label(zero.var)
-                    raise errors.make(
-                        "output_not_written",
-                        f"output '{name}' is never written: its only write(s) (first at {short(s.loc)}) are inside "
-                        f"the loop over `{lname}` at {short(zero.loc)}, which runs 0 times",
-                        loc=zero.loc,
-                        hint="the loop's trip count is 0 (e.g. range(M // N) with N > M): use math.ceil(M / N) and "
-                             "mask the ragged last tile")
-                raise errors.make(
-                    "output_not_written",
-                    f"output '{name}' is never written: the mask of its only write(s) (first at {short(s.loc)}) "
-                    "is never true",
-                    loc=s.loc, hint="check the mask= of the store")
-            raise errors.make(
-                "output_not_written",
-                f"output '{name}' ({out.space.value}{list(out.shape)} {out.dtype}) is returned but no instruction "
-                "writes it",
-                loc=out.loc or ctx.kernel.loc,
-                hint=f"store into it (nl.store({name}[...], value=tile)) before returning it; check loop trip "
-                     "counts and conditions around the stores")
+            e = _unwritten_error(ctx, name, out, dead)
+            if ctx.unwritten is None:
+                raise e
+            ctx.unwritten.append((name, e))
+            continue
         _coverage(ctx, out, writes, OutputCoverageWarning)
+
+
+def _unwritten_error(ctx: Ctx, name: str, out, dead):
+    """The NL-E702 error of an output with no live write (dead: its writes that never execute)."""
+    if dead:
+        s = dead[0]
+        zero = next((l for l in s.loops if l.trip <= 0), None)
+        if zero is not None:
+            lname = ctx.var_label(zero.var)
+            return errors.make(
+                "output_not_written",
+                f"output '{name}' is never written: its only write(s) (first at {short(s.loc)}) are inside "
+                f"the loop over `{lname}` at {short(zero.loc)}, which runs 0 times",
+                loc=zero.loc,
+                hint="the loop's trip count is 0 (e.g. range(M // N) with N > M): use math.ceil(M / N) and "
+                     "mask the ragged last tile")
+        return errors.make(
+            "output_not_written",
+            f"output '{name}' is never written: the mask of its only write(s) (first at {short(s.loc)}) "
+            "is never true",
+            loc=s.loc, hint="check the mask= of the store")
+    return errors.make(
+        "output_not_written",
+        f"output '{name}' ({out.space.value}{list(out.shape)} {out.dtype}) is returned but no instruction "
+        "writes it",
+        loc=out.loc or ctx.kernel.loc,
+        hint=f"store into it (nl.store({name}[...], value=tile)) before returning it; check loop trip "
+             "counts and conditions around the stores")
 
 
 def _coverage(ctx: Ctx, out, writes, warn_cls) -> None:

@@ -11,6 +11,7 @@ a Tensor Engine transpose is at most 128x128 and a Vector Engine transpose at mo
 from __future__ import annotations
 
 from .. import errors
+from ..core.affine import axis_var
 from ..core.ir import Space
 from .analysis.accesses import accesses
 from .analysis.program import Site
@@ -69,6 +70,14 @@ def _free(acc) -> int:
     return prod(acc.shape[1:]) if len(acc.shape) > 1 else 1
 
 
+def _read_free(acc) -> int:
+    """Elements per partition an engine reads through acc: a broadcast axis (one no index uses, a stride-0
+    view such as the library's `mean.expand_dim(2).broadcast(2, H1)` of a PSUM tile) re-reads the same
+    elements and adds none."""
+    used = set().union(*(e.vars() for e in acc.index)) if acc.index else set()
+    return prod(n for k, n in enumerate(acc.shape) if k >= 1 and axis_var(k) in used) if len(acc.shape) > 1 else 1
+
+
 def check_free_size(ctx: Ctx, site: Site) -> None:
     instr = site.instr
     if not is_compute(instr) or instr.op == "nc_matmul":
@@ -112,7 +121,7 @@ def check_free_size(ctx: Ctx, site: Site) -> None:
             limit, mem = t.vector_psum_fmax, "PSUM"
         else:
             continue
-        n = _free(acc)
+        n = _read_free(acc)
         if n > limit:
             raise errors.make(
                 "free_size_limit",

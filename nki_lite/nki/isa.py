@@ -85,6 +85,8 @@ def _same_shape(dst, src):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
         return dst, src
+    if int(np.prod(dst.shape)) == 1:             # one element each side (a 0-d `t[0, 0]` and a [1, 1] view)
+        return _element(dst), _element(src)
     if _bridge.is_whole_hbm(src):
         return dst, src.reshape(tuple(dst.shape))
     if _bridge.is_whole_hbm(dst):
@@ -93,6 +95,11 @@ def _same_shape(dst, src):
     if d.shape and tuple(d.shape) == tuple(s.shape):
         return d, s
     return dst, src
+
+
+def _element(t):
+    """The single element of a one-element tensor or view as a 0-d view (t itself when already 0-d)."""
+    return t[(0,) * len(t.shape)] if t.shape else t
 
 
 def _squeezed(t):
@@ -254,7 +261,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 from .isa_lnc import core_barrier, sendrecv  # noqa: E402,F401  (issue #14)
 from .isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401  (issue #14, MX formats)
 from .isa_wrappers import (dma_transpose, dropout, exponential, local_gather, nc_match_replace8,  # noqa: E402,F401
-                           nc_stream_shuffle, nonzero_with_count, range_select, select_reduce,
+                           nc_n_gather, nc_stream_shuffle, nonzero_with_count, range_select, select_reduce,
                            tensor_partition_reduce)
 
 NOT_BUILT = fill(globals(), "nki.isa")

@@ -20,12 +20,17 @@ docs/compat_nki.md).
   (with reduce_op=add into reduce_res when given), so its cost is that of those two instructions.
   reduce_cmd other than idle / reset_reduce, or a non-zero reduce_init, is NL-E916 (accumulator
   registers carried across instructions are not modelled).
+- nc_n_gather(dst, data, indices): the legacy gather_flattened (each partition gathers from its own row)
+  on [P, free] forms of the tiles (a tile of more than two dims is copied row-major to one); dst's dtype must
+  be data's.
 - nonzero_with_count(dst, src, index_offset=0, padding_val=-1): a GpSimd instruction of its own (IR op
   `nonzero_with_count`, lang/isa_partition.py). Each GpSimd core reads and writes only the first of its
   16 partitions, so the op is traced on the views src[0:P:16] / dst[0:P:16]; dst's other partitions
-  are not modified, as the reference says.
+  are not modified, as the reference says. Tiles with several free dims run on [P, free] row-major copies.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .. import isa as _legacy
 from ..lang.isa_gather import CORE_PARTITIONS
@@ -33,6 +38,7 @@ from ..lang.isa_partition import emit_nonzero_with_count
 from .. import language as _nl
 from ..isa import dge_mode, oob_mode, reduce_cmd
 from . import _bridge
+from .conform import conform
 from .. import errors
 from ..loc import capture_loc
 from .surface import instruction, not_built_argument
@@ -104,6 +110,36 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
     d[...] = _legacy.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices)
 
 
+@instruction("nki.isa.nc_n_gather")
+def nc_n_gather(dst, data, indices, name=None):
+    """dst[p, j] = data[p].flat[indices[p].flat[j]] (free dims flattened on each side; per partition)."""
+    d = _dst(dst, "nisa.nc_n_gather")
+    if _bridge.is_tensor(data) and data.dtype_name != d.dtype_name:
+        raise errors.make("dtype", f"nisa.nc_n_gather: dst dtype {d.dtype_name} must be data's dtype "
+                          f"{data.dtype_name} (the reference)", loc=capture_loc())
+    got = _nl.gather_flattened(_flat(data), _flat(indices), dtype=d.dtype_name)
+    if len(d.shape) <= 2:
+        d[...] = got
+    else:
+        _copy(d, got)
+
+
+def _flat(t):
+    """An on-chip tile as [P, free elements]: itself when 2-D, else a row-major copy (an indirect copy cannot
+    read a view that merges free dimensions, lang/flat_storage.py)."""
+    if not _bridge.is_tensor(t) or len(t.shape) <= 2:
+        return t
+    flat = _nl.ndarray((t.shape[0], int(np.prod(t.shape[1:]))), dtype=t.dtype_name, buffer=_nl.sbuf)
+    _copy(flat, t)
+    return flat
+
+
+def _copy(dst, src) -> None:
+    """nisa.tensor_copy(dst=dst, src=src): equal element counts per partition pair row-major (nki/conform.py)."""
+    d, s = conform(dst, src)
+    d[...] = _legacy.tensor_copy(s, dtype=dst.dtype_name)
+
+
 @instruction("nki.isa.dropout")
 def dropout(dst, data, prob, name=None):
     d = _dst(dst, "nisa.dropout")
@@ -126,6 +162,15 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
 @instruction("nki.isa.nonzero_with_count")
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     d = _dst(dst, "nisa.nonzero_with_count")
+    if _bridge.is_tensor(src) and (len(src.shape) > 2 or len(d.shape) > 2) and d.shape[0] == src.shape[0]:
+        # free dims of more than one axis count row-major (library find_nonzero_indices: src [P, 80, 128],
+        # dst [P, 1, 10241]): the instruction runs on [P, free] copies; dst's copy starts from dst's contents so
+        # the partitions it does not write stay as they were
+        flat_dst = _flat(d)
+        nonzero_with_count(flat_dst, _flat(src), index_offset, padding_val)
+        if flat_dst is not d:
+            _copy(d, flat_dst)
+        return
     if not _bridge.is_tensor(src) or len(src.shape) != 2 or len(d.shape) != 2 or d.shape[0] != src.shape[0]:
         raise errors.make("shape_mismatch", "nisa.nonzero_with_count: src [P, T] and dst [P, T + 1] with the same "
                           f"partitions; got dst {getattr(d, 'shape', None)}, src {getattr(src, 'shape', None)}",

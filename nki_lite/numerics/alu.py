@@ -76,6 +76,9 @@ FP32 = {
     "logical_and": lambda a, b: _b((a != 0) & (b != 0)),
     "logical_or": lambda a, b: _b((a != 0) | (b != 0)),
     "logical_xor": lambda a, b: _b((a != 0) ^ (b != 0)),
+    # |a|: the unary Vector Engine op passed as a tensor_scalar op (the scalar operand is ignored; the library's
+    # rmsnorm_quant takes abs with operand0=0.0 and a max reduction, an abs-max)
+    "abs": lambda a, b: np.abs(a).astype(F32),
 }
 
 INT = {
@@ -95,6 +98,7 @@ INT = {
     "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(np.int64),
     "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(np.int64),
     "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.int64),
+    "abs": lambda a, b: np.abs(a),
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,

@@ -5,7 +5,8 @@ Contract:
   not depend on the core id runs as the SPMD grid of n programs (kernel[n], JIT or interpreter). A kernel
   that branches on nl.program_id in Python (NL-E802 in a grid trace) or uses core_barrier / sendrecv
   (lang/isa_lnc.py PerCoreTraceNeeded) is traced once per core with the core id a constant of the trace.
-- The per-core programs run in the interpreter, each core with its own SBUF/PSUM, on the same HBM
+- The per-core programs run in the interpreter (a JIT-mode call warns once, NkiLitePerformanceWarning: JIT code
+  for per-core programs is not built), each core with its own SBUF/PSUM, on the same HBM
   arrays (inputs, outputs matched by position, shared_hbm tensors by name). The cores take turns: core 0
   runs until it reaches a synchronisation point (or its end), then core 1, and so on; when every live
   core waits, the hub pairs them: all at core_barrier -> released; all at sendrecv with one pipe_id and
@@ -124,7 +125,7 @@ def per_core_kernels(kernel, n: int, args, kwargs, target=None) -> list[ir.Kerne
     from .kernel import passes, trace, verify
     bound = kernel.bind(args, kwargs)
     t = kernel.resolve_target(target)
-    out = []
+    out, unwritten = [], []
     for c in range(n):
         with tracing_core(c, n):
             traced = trace(kernel.fn, bound, (), t, outputs_in_params=getattr(kernel, "outputs_in_params", False),
@@ -133,8 +134,14 @@ def per_core_kernels(kernel, n: int, args, kwargs, target=None) -> list[ir.Kerne
         with warnings.catch_warnings():
             # each core writes its shard of a shared output: one core's partial coverage is expected
             warnings.filterwarnings("ignore", message=r".*is only partly written")
-            verify(k)
+            mine: list = []
+            verify(k, unwritten=mine)
         out.append(k)
+        unwritten.append({k.outputs.index(name): e for name, e in mine if name in k.outputs})
+    # an output one core leaves to another (the library's `if shard_id == 0:` final store) is written; one
+    # that no core writes is NL-E702 (outputs are matched between cores by position)
+    for pos in sorted(set.intersection(*(set(u) for u in unwritten))):
+        raise unwritten[0][pos]
     return out
 
 
@@ -169,7 +176,13 @@ def run_per_core(kernel, n: int, args, kwargs):
     from .interpreter import machine_class, prepared
     kwargs = dict(kwargs)
     target = kwargs.pop("target", None)
-    kwargs.pop("mode", None)
+    if kernel.resolve_mode(kwargs.pop("mode", None)) == "jit":
+        # JIT code for per-core programs (their shared HBM, core_barrier / sendrecv) is not built: say so once
+        from .notices import NkiLitePerformanceWarning, warn_once
+        warn_once(f"lnc-interpret:{getattr(kernel.fn, '__qualname__', '')}",
+                  f"{getattr(kernel.fn, '__name__', 'kernel')}[{n}] runs its {n} per-core programs in the "
+                  "interpreter: it branches on nl.program_id in Python or synchronises the cores, and JIT code for "
+                  "per-core programs is not built", NkiLitePerformanceWarning)
     bound = kernel.bind(args, kwargs)
     ks = [prepared(k, "interpret") for k in per_core_kernels(kernel, n, args, kwargs, target)]
     inputs = {name: bound.arguments[name] for name in ks[0].params}

@@ -68,9 +68,13 @@ class Machine:
                     self.mem[b.name] = np.array(dict(kernel.consts)[b.name].array, copy=True)
                 else:
                     self.mem[b.name] = self.new_array(b)
-        for b in kernel.buffers:
-            if b.base is not None:
-                # a reshape or a same-size dtype view (tensor.view): the same bytes, the view's dtype
+        self.bind_views()
+
+    def bind_views(self, bases=None) -> None:
+        """Point each HBM view buffer (a reshape or a dtype view, tensor.view / .ap(dtype=)) at its base's
+        current array: the same bytes in the view's shape and dtype. bases: only views of these."""
+        for b in self.kernel.buffers:
+            if b.base is not None and (bases is None or b.base in bases):
                 self.mem[b.name] = self.mem[b.base].reshape(-1).view(D.storage(b.dtype)).reshape(b.shape)
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
@@ -102,11 +106,14 @@ class Machine:
     def run(self) -> None:
         for pid in self.programs():
             env = {f"pid{k}": v for k, v in enumerate(pid)}
+            fresh = set()
             for b in self.kernel.buffers:        # private on-chip / private HBM per program
                 if b.space != ir.Space.HBM:
                     self.release(b.name)             # made fresh on first touch
-                elif b.kind == "local" and b.hbm_kind != "shared_hbm":
+                elif b.kind == "local" and b.hbm_kind != "shared_hbm" and b.base is None:
                     self.mem[b.name] = self.new_array(b)
+                    fresh.add(b.name)
+            self.bind_views(fresh)               # views of a fresh private tensor see the new array
             self.exec(self.kernel.body, env)
 
     def exec(self, nodes, env: dict) -> None:

@@ -36,6 +36,8 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
     """One ALU step `op(a, b)` in the given domain (f32 or i64), scalar or <W x ...> (em.W). `width` is
     the output dtype's bit width: right_shift is logical at that width (NKI has no arithmetic shift)."""
     B = em.b
+    if op == "abs":
+        return _abs(em, a, dom)
     if dom == "i64":
         I, I1 = em.vt("i64"), em.vt("i1")
         zero = em.splat("0", "i64")
@@ -105,6 +107,19 @@ def alu_op(em, op: str, a: str, b_: str, dom: str, width: int = 64) -> str:
     if op in _FCMP or op in _LOGIC:
         return _truth(B, op, a, b_, F, F1, "fcmp", _FCMP, "une", fzero, "uitofp")
     raise NotImplementedError(f"fp32 ALU op {op}")
+
+
+def _abs(em, a: str, dom: str) -> str:
+    """numerics/alu.py's abs: |a| (fp32: the sign bit cleared; i64: llvm.abs), the second operand ignored."""
+    if dom == "i64":
+        I = em.vt("i64")
+        fn = f"llvm.abs.{em.sfx('i64')}"
+        em.declare(f"declare {I} @{fn}({I}, i1)")
+        return em.b.op(f"call {I} @{fn}({I} {a}, i1 false)")
+    F = em.vt("float")
+    fn = f"llvm.fabs.{em.sfx('float')}"
+    em.declare(f"declare {F} @{fn}({F})")
+    return em.b.op(f"call {F} @{fn}({F} {a})")
 
 
 def _truth(B, op: str, a: str, b_: str, T: str, T1: str, cmp: str, preds: dict, nonzero: str, zero: str,

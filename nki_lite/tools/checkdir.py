@@ -215,6 +215,15 @@ def generic_checks(label: str, root: Path):
 
 # ---------------------------------------------------------------- layouts and the loop
 
+def _sdk_root(root: Path) -> Path | None:
+    """The legacy aws-neuron-sdk `general/nki` directory: the repository's root, or `general/nki` extracted
+    on its own (its test/ and examples/ next to the NKI guides)."""
+    for d in (root / "general" / "nki", root):
+        if (d / "test").is_dir() and (d / "examples").is_dir() and (d / "nki_direct_allocation_guide.rst").is_file():
+            return d
+    return None
+
+
 def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | None = None,
             generic: bool = True) -> list[tuple[str, Runner]]:
     """[(source label, runner)] for a directory, by its layout."""
@@ -223,10 +232,11 @@ def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | N
         if (nb / "kernels").is_dir() and (nb / "reference").is_dir():
             return [inprocess_checks("NKIBench", list(nkibench_checks(nb)))]
     out = []
-    if (root / "general" / "nki" / "test").is_dir():               # aws-neuron-sdk (legacy tree)
-        out.append(pytest_checks("sdk-test", root / "general" / "nki" / "test", [], []))
-        if tutorials and (root / "general" / "nki" / "examples").is_dir():
-            out.append(tutorials("sdk-examples", root / "general" / "nki" / "examples"))
+    sdk = _sdk_root(root)
+    if sdk is not None:                                            # aws-neuron-sdk (legacy tree)
+        out.append(pytest_checks("sdk-test", sdk / "test", [], []))
+        if tutorials and (sdk / "examples").is_dir():
+            out.append(tutorials("sdk-examples", sdk / "examples"))
     if (root / "src" / "nki_samples").is_dir():                    # nki-samples
         out.append(pytest_checks("samples-test", root / "test" / "unit", ["--simulation-only", "-m", "simulation"],
                                  [root / "src"]))

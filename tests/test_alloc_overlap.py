@@ -150,6 +150,28 @@ def _psum_in_turn(a, b):
 psum_in_turn = nki.jit(_psum_in_turn)
 
 
+@nki.jit
+def accumulator_declared_early(a, b):
+    # acc is declared first but its value starts at its first `+=` matmul (the group's overwrite), after
+    # q, in the same bank, is dead (nki-samples' allocated attention declares its accumulators so)
+    out = nl.ndarray((2, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray((nl.par_dim(128), 128), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    y = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
+    r = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512 + 2048))
+    x[...] = nl.load(a)
+    y[...] = nl.load(b)
+    acc = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
+    q = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
+    q[...] = nisa.nc_matmul(x, y)
+    r[...] = nl.copy(q)
+    nl.store(out[0], value=r)
+    for i in nl.affine_range(2):
+        acc[...] += nisa.nc_matmul(x, y)
+    r[...] = nl.copy(acc)
+    nl.store(out[1], value=r)
+    return out
+
+
 @pytest.mark.parametrize("mode", ["interpret", "jit"])
 @pytest.mark.parametrize("kernel, want", [
     (declared_per_iteration, lambda a: np.exp(a)),
@@ -175,6 +197,8 @@ def test_one_psum_bank_used_in_turn_runs(mode):
     b = RNG.random((128, 512), dtype=np.float32)
     got = psum_in_turn(a, b, mode=mode)
     np.testing.assert_allclose(got, np.stack([a.T @ b] * 2), rtol=1e-4)
+    got = accumulator_declared_early(a, b, mode=mode)
+    np.testing.assert_allclose(got, np.stack([a.T @ b, 2 * (a.T @ b)]), rtol=1e-4)
 
 
 @nki.jit

@@ -17,7 +17,8 @@ same block; the gap before an access that overwrites the whole block without rea
 not accumulating) is dead. So the documented legal reuses pass: modulo rotation where each block
 lives within its own iteration, a tile rewritten every iteration next to another one, tensors with
 disjoint lifetimes at one address, and an instruction that reads one block and writes another at
-the same place (as an in-place instruction does). Different SPMD programs are separate launches.
+the same place (as an in-place instruction does). Different SPMD programs are separate launches. A PSUM accumulator that only `+=`s matmuls starts its value
+at the group's first matmul (which overwrites on hardware), not at the zeroing nki_lite inserts for it.
 Masks are ignored (a masked access counts as touching its block: a superset, conservative only
 toward longer lives of partly written blocks). A direct tensor reached through a view, or by a
 run-time (indirect) index, and kernels whose direct accesses exceed the enumeration budget are not
@@ -113,8 +114,8 @@ def _collect(ctx: Ctx, placed: dict) -> _Events | None:
             alloc_loops.setdefault(s.instr.outs[0].buffer, s.loops)
     grid = tuple(ctx.kernel.grid)
     for no, s in enumerate(ctx.sites):
-        if s.instr.op == "alloc" or not s.executes:
-            continue
+        if s.instr.op == "alloc" or s.instr.attr("group_start") or not s.executes:
+            continue         # group_start: the zeroing that stands for a matmul group's overwrite (passes/accumulation_start.py)
         read_names = {a.buffer for role, _, a in accesses(s.instr) if role == "in"}
         for role, _, acc in accesses(s.instr):
             if acc.buffer not in placed:

@@ -1,0 +1,36 @@
+"""Legacy-corpus patterns fixed in session 2026-12-03 (issue #13), each re-created in the project's words.
+
+- a single element of a tensor of any rank loads as a [1, 1] tile and stores from one (nki-samples'
+  flash attention backward reads `sinks[batch_id, head]` and writes `out_dsinks[batch_id, head]`).
+"""
+import numpy as np
+import pytest
+
+import nki_lite as nki
+import nki_lite.language as nl
+
+
+@pytest.fixture(params=["interpret", "jit"])
+def mode(request):
+    return request.param
+
+
+@nki.jit
+def scale_rows_by_element(s, x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    picked = nl.ndarray(s.shape, s.dtype, buffer=nl.shared_hbm)
+    t = nl.load(s[1, 2])
+    assert t.shape == (1, 1)
+    nl.store(out, value=nl.multiply(nl.load(x), nl.broadcast_to(t, shape=(x.shape[0], 1))))
+    for i in nl.affine_range(s.shape[0]):
+        for j in nl.affine_range(s.shape[1]):
+            nl.store(picked[i, j], value=nl.add(nl.load(s[i, j]), 1.0))
+    return out, picked
+
+
+def test_one_element_of_a_matrix_is_a_1x1_tile(mode):
+    s = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = np.random.default_rng(1).random((16, 5), dtype=np.float32)
+    out, picked = scale_rows_by_element(s, x, mode=mode)
+    np.testing.assert_array_equal(out, x * s[1, 2])
+    np.testing.assert_array_equal(picked, s + 1)

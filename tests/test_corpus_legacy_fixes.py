@@ -1,5 +1,6 @@
 """Legacy-corpus patterns fixed in session 2026-12-03 (issue #13), each re-created in the project's words.
 
+- `nisa.activation(np.copy, ...)`: the documented Identity activation.
 - a single element of a tensor of any rank loads as a [1, 1] tile and stores from one (nki-samples'
   flash attention backward reads `sinks[batch_id, head]` and writes `out_dsinks[batch_id, head]`).
 """
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 import nki_lite as nki
+import nki_lite.isa as nisa
 import nki_lite.language as nl
 
 
@@ -34,3 +36,18 @@ def test_one_element_of_a_matrix_is_a_1x1_tile(mode):
     out, picked = scale_rows_by_element(s, x, mode=mode)
     np.testing.assert_array_equal(out, x * s[1, 2])
     np.testing.assert_array_equal(picked, s + 1)
+
+
+@nki.jit
+def negate_with_identity_activation(x, z):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, value=nisa.activation(np.copy, t, scale=-1.0, bias=nl.load(z)))
+    return out
+
+
+def test_numpy_copy_is_the_identity_activation(mode):
+    """The activation table accepts `numpy.copy` for Identity (nki-samples' pipelined attention uses it)."""
+    x = np.random.default_rng(2).random((128, 64), dtype=np.float32)
+    z = np.zeros((128, 1), np.float32)
+    np.testing.assert_array_equal(negate_with_identity_activation(x, z, mode=mode), -x)

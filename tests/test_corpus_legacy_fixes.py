@@ -1,6 +1,6 @@
 """Legacy-corpus patterns fixed in session 2026-12-03 (issue #13), each re-created in the project's words.
 
-- `nisa.activation(np.copy, ...)`: the documented Identity activation.
+- `nisa.activation(np.copy, ...)`: the documented Identity activation; `nl.loop_reduce(..., name=)`.
 - a single element of a tensor of any rank loads as a [1, 1] tile and stores from one (nki-samples'
   flash attention backward reads `sinks[batch_id, head]` and writes `out_dsinks[batch_id, head]`).
 """
@@ -51,3 +51,22 @@ def test_numpy_copy_is_the_identity_activation(mode):
     x = np.random.default_rng(2).random((128, 64), dtype=np.float32)
     z = np.zeros((128, 1), np.float32)
     np.testing.assert_array_equal(negate_with_identity_activation(x, z, mode=mode), -x)
+
+
+@nki.jit
+def named_loop_reduce(x):
+    out = nl.ndarray((128, 64), x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for j in nl.affine_range(4):
+        part = nl.load(x[:, j * 64:(j + 1) * 64])
+        acc[...] = nl.loop_reduce(part, np.add, loop_indices=[j], name="row-sum")
+    nl.store(out, value=acc)
+    return out
+
+
+def test_loop_reduce_takes_an_instruction_name(mode):
+    """nl.loop_reduce(..., name=) as nki-samples' pipelined attention passes (the legacy stub takes
+    **kwargs); the name changes nothing."""
+    x = np.random.default_rng(3).random((128, 256), dtype=np.float32)
+    want = x.reshape(128, 4, 64).sum(axis=1, dtype=np.float64)
+    np.testing.assert_allclose(named_loop_reduce(x, mode=mode), want, rtol=1e-5)

@@ -172,8 +172,23 @@ def accumulator_declared_early(a, b):
     return out
 
 
+@nki.jit
+def read_in_first_iteration_only(a):
+    # first's last read is in iteration 0 (the mask selects it), so second may take its address after it
+    out = nl.ndarray((128, 4 * W), a.dtype, buffer=nl.shared_hbm)
+    first = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    second = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    first[...] = nl.load(a[:, 0:W])
+    for i in nl.sequential_range(4):
+        nl.store(out[:, 0:W], value=first, mask=(i < 1))
+        second[...] = nl.load(a[:, i * W:(i + 1) * W])
+        nl.store(out[:, i * W:(i + 1) * W], value=second, mask=(i > 0))
+    return out
+
+
 @pytest.mark.parametrize("mode", ["interpret", "jit"])
 @pytest.mark.parametrize("kernel, want", [
+    (read_in_first_iteration_only, lambda a: a[:, :4 * W]),
     (declared_per_iteration, lambda a: np.exp(a)),
     (rotation_within_iterations, lambda a: np.exp(a)),
     (shared_scratch_each_iteration, lambda a: a * 2 + 1),

@@ -19,8 +19,9 @@ lives within its own iteration, a tile rewritten every iteration next to another
 disjoint lifetimes at one address, and an instruction that reads one block and writes another at
 the same place (as an in-place instruction does). Different SPMD programs are separate launches. A PSUM accumulator that only `+=`s matmuls starts its value
 at the group's first matmul (which overwrites on hardware), not at the zeroing nki_lite inserts for it.
-Masks are ignored (a masked access counts as touching its block: a superset, conservative only
-toward longer lives of partly written blocks). A direct tensor reached through a view, or by a
+A mask's terms over loop variables and program ids select the iterations an instruction runs in; its
+terms over the tile's elements are ignored (a write of the whole block under such a mask is taken to
+end the old value: where that is uncertain the rule stays silent, never reports). A direct tensor reached through a view, or by a
 run-time (indirect) index, and kernels whose direct accesses exceed the enumeration budget are not
 checked (no error). Pure function of the IR.
 """
@@ -64,8 +65,9 @@ def _timeline(kernel) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def _kills(instr, acc, b, reads: set) -> bool:
-    """The access overwrites its whole block without reading the tensor (its old value is dead)."""
-    if instr.mask is not None or accumulates(instr) or b.name in reads or dynamic_access(instr) is not None:
+    """The access writes its whole block without reading the tensor: the old value is dead (a mask on
+    the elements may keep part of it: taken as dead too, so the rule stays silent rather than guess)."""
+    if accumulates(instr) or b.name in reads or dynamic_access(instr) is not None:
         return False
     p = b.par_axis
     for d in range(p, len(b.shape)):
@@ -117,6 +119,9 @@ def _collect(ctx: Ctx, placed: dict) -> _Events | None:
         if s.instr.op == "alloc" or s.instr.attr("group_start") or not s.executes:
             continue         # group_start: the zeroing that stands for a matmul group's overwrite (passes/accumulation_start.py)
         read_names = {a.buffer for role, _, a in accesses(s.instr) if role == "in"}
+        # mask terms over loop variables / program ids only say which iterations run the instruction at all
+        iteration_mask = tuple(c for c in (s.instr.mask.terms if s.instr.mask is not None else ())
+                               if not any(v.startswith("@") for v in c.expr.vars()))
         for role, _, acc in accesses(s.instr):
             if acc.buffer not in placed:
                 continue
@@ -129,7 +134,7 @@ def _collect(ctx: Ctx, placed: dict) -> _Events | None:
             loop_vars = [l.var for l in s.loops]
             pids = [f"pid{k}" for k in range(len(grid))]
             exprs = list(acc.index[:p]) + [Affine.var(v) for v in loop_vars + pids]
-            pts = enumerate_points(exprs, ext, (), _BUDGET)
+            pts = enumerate_points(exprs, ext, iteration_mask, _BUDGET)
             if pts is None:
                 return None
             npt = pts[p].size if len(pts) > p else (pts[0].size if pts else 1)

@@ -24,6 +24,11 @@ A = spec((128, 8 * W))
 RNG = np.random.default_rng(11)
 
 
+def _tile(a, addr, name):
+    """One [128, W] SBUF tile of a's dtype placed at byte `addr`."""
+    return nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=addr), name=name)
+
+
 def _conflict(kernel, marker, args=(A,)):
     e = expect(kernel, args, errors.MemoryCapacityError, "allocation_overlap", marker)
     assert e.code == "NL-E505"
@@ -38,7 +43,7 @@ def too_few_tiles(a):
     for i in nl.affine_range(8):
         t[i] = nl.load(a[:, i * W:(i + 1) * W])  # MARK-ROTATE
     for i in nl.affine_range(8):
-        r = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=2 * 4 * W))
+        r = _tile(a, 2 * 4 * W, "r")
         r[...] = nl.exp(t[i])
         nl.store(out[:, i * W:(i + 1) * W], value=r)
     return out
@@ -58,7 +63,7 @@ def declared_per_iteration(a):
     for j in nl.affine_range(4):
         t = nl.ndarray((2, nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
         for i in nl.affine_range(2):
-            r = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=2 * 4 * W))
+            r = _tile(a, 2 * 4 * W, "r")
             t[i] = nl.load(a[:, (2 * j + i) * W:(2 * j + i + 1) * W])
             r[...] = nl.exp(t[i])
             nl.store(out[:, (2 * j + i) * W:(2 * j + i + 1) * W], value=r)
@@ -72,7 +77,7 @@ def rotation_within_iterations(a):
     t = nl.ndarray((8, nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
     for i in nl.affine_range(8):
         t[i] = nl.load(a[:, i * W:(i + 1) * W])
-        r = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=2 * 4 * W))
+        r = _tile(a, 2 * 4 * W, "r")
         r[...] = nl.exp(t[i])
         nl.store(out[:, i * W:(i + 1) * W], value=r)
     return out
@@ -83,9 +88,9 @@ def shared_scratch_each_iteration(a):
     # x and y share one address, declared outside the loop: in every iteration x is written and read,
     # then y is written (x is dead) and read; the next iteration rewrites x whole before reading it
     out = nl.ndarray((128, 8 * W), a.dtype, buffer=nl.shared_hbm)
-    x = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    y = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    z = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=4 * W))
+    x = _tile(a, 0, "x")
+    y = _tile(a, 0, "y")
+    z = _tile(a, 4 * W, "z")
     for i in nl.sequential_range(8):
         x[...] = nl.load(a[:, i * W:(i + 1) * W])
         z[...] = nl.multiply(x, 2.0)
@@ -129,46 +134,34 @@ def per_program(a):
     return out
 
 
-def _psum_in_turn(a, b):
-    out = nl.ndarray((2, 128, 512), nl.float32, buffer=nl.shared_hbm)
+def _matmul_operands(a, b):
+    """The PSUM kernels' SBUF tiles, placed directly: x = a, y = b loaded, r a result tile."""
     x = nl.ndarray((nl.par_dim(128), 128), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
     y = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
     r = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512 + 2048))
     x[...] = nl.load(a)
     y[...] = nl.load(b)
-    p = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
-    q = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
-    p[...] = nisa.nc_matmul(x, y)
-    r[...] = nl.copy(p)
-    nl.store(out[0], value=r)
-    q[...] = nisa.nc_matmul(x, y)  # MARK-PSUM-Q
-    r[...] = nl.copy(q)
-    nl.store(out[1], value=r)
-    return out
-
-
-psum_in_turn = nki.jit(_psum_in_turn)
+    return x, y, r
 
 
 @nki.jit
-def accumulator_declared_early(a, b):
-    # acc is declared first but its value starts at its first `+=` matmul (the group's overwrite), after
-    # q, in the same bank, is dead (nki-samples' allocated attention declares its accumulators so)
-    out = nl.ndarray((2, 128, 512), nl.float32, buffer=nl.shared_hbm)
-    x = nl.ndarray((nl.par_dim(128), 128), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    y = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
-    r = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512 + 2048))
-    x[...] = nl.load(a)
-    y[...] = nl.load(b)
+def psum_in_turn(a, b):
+    # p, q and acc share bank 3, one value at a time; acc is declared first but its value starts at its
+    # first `+=` matmul (the group's overwrite), once q is dead (nki-samples' allocated attention
+    # declares its accumulators so)
+    out = nl.ndarray((3, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    x, y, r = _matmul_operands(a, b)
     acc = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
+    p = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
     q = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
-    q[...] = nisa.nc_matmul(x, y)
-    r[...] = nl.copy(q)
-    nl.store(out[0], value=r)
+    for k, t in enumerate((p, q)):
+        t[...] = nisa.nc_matmul(x, y)
+        r[...] = nl.copy(t)
+        nl.store(out[k], value=r)
     for i in nl.affine_range(2):
         acc[...] += nisa.nc_matmul(x, y)
     r[...] = nl.copy(acc)
-    nl.store(out[1], value=r)
+    nl.store(out[2], value=r)
     return out
 
 
@@ -176,8 +169,7 @@ def accumulator_declared_early(a, b):
 def read_in_first_iteration_only(a):
     # first's last read is in iteration 0 (the mask selects it), so second may take its address after it
     out = nl.ndarray((128, 4 * W), a.dtype, buffer=nl.shared_hbm)
-    first = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    second = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    first, second = _tile(a, 0, "first"), _tile(a, 0, "second")
     first[...] = nl.load(a[:, 0:W])
     for i in nl.sequential_range(4):
         nl.store(out[:, 0:W], value=first, mask=(i < 1))
@@ -211,9 +203,7 @@ def test_one_psum_bank_used_in_turn_runs(mode):
     a = RNG.random((128, 128), dtype=np.float32)
     b = RNG.random((128, 512), dtype=np.float32)
     got = psum_in_turn(a, b, mode=mode)
-    np.testing.assert_allclose(got, np.stack([a.T @ b] * 2), rtol=1e-4)
-    got = accumulator_declared_early(a, b, mode=mode)
-    np.testing.assert_allclose(got, np.stack([a.T @ b, 2 * (a.T @ b)]), rtol=1e-4)
+    np.testing.assert_allclose(got, np.stack([a.T @ b, a.T @ b, 2 * (a.T @ b)]), rtol=1e-4)
 
 
 @nki.jit
@@ -238,11 +228,7 @@ def test_partly_overlapping_tensors_both_live_are_an_error():
 
 def _psum_both_live(a, b):
     out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
-    x = nl.ndarray((nl.par_dim(128), 128), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    y = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
-    r = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512 + 2048))
-    x[...] = nl.load(a)
-    y[...] = nl.load(b)
+    x, y, r = _matmul_operands(a, b)
     p = nl.ndarray((nl.par_dim(128), 512), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
     q = nl.ndarray((nl.par_dim(128), 128), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=3))
     p[...] = nisa.nc_matmul(x, y)
@@ -263,9 +249,9 @@ def carried_value_overwritten(a):
     # acc's value written in one iteration is read in the next (a sequential loop carries it): u, at
     # acc's address, written later in the same iteration destroys it
     out = nl.ndarray((128, 4 * W), a.dtype, buffer=nl.shared_hbm)
-    acc = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-    tmp = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=4 * W))
-    u = nl.ndarray((nl.par_dim(128), W), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    acc = _tile(a, 0, "acc")
+    tmp = _tile(a, 4 * W, "tmp")
+    u = _tile(a, 0, "u")
     acc[...] = nl.load(a[:, 0:W])
     for i in nl.sequential_range(3):
         tmp[...] = nl.load(a[:, (i + 1) * W:(i + 2) * W])

@@ -70,3 +70,17 @@ def test_loop_reduce_takes_an_instruction_name(mode):
     x = np.random.default_rng(3).random((128, 256), dtype=np.float32)
     want = x.reshape(128, 4, 64).sum(axis=1, dtype=np.float64)
     np.testing.assert_allclose(named_loop_reduce(x, mode=mode), want, rtol=1e-5)
+
+
+def test_a_corpus_pytest_run_that_dies_is_reported(tmp_path):
+    """checkdir's pytest runner reports a subprocess killed part-way (the OOM killer stopped nki-samples'
+    tests once) as a failure naming the signal and the last result, not as a shorter clean run."""
+    from nki_lite.tools import checkdir
+    (tmp_path / "test_dies.py").write_text(
+        "import os, signal\n\n"
+        "def test_first():\n    pass\n\n"
+        "def test_second():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    _, run = checkdir.pytest_checks("t", tmp_path, [], [])
+    rows = list(run("interpret", []))
+    assert rows[0][:2] == ("test_dies.py::test_first", "pass")
+    assert rows[-1][1] == "FAIL" and "signal SIGKILL" in rows[-1][2] and "test_first" in rows[-1][2]

@@ -101,6 +101,16 @@ def nkibench_checks(root: Path):
 
 # ---------------------------------------------------------------- a repository's own tests
 
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        import signal
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
+
+
 def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
     """A runner for a directory of the repository's own tests (their inputs, their numpy references),
     run by pytest in a subprocess per mode with nki_lite's corpus plugin."""
@@ -115,8 +125,8 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         if only:
             cmd += ["-k", " or ".join(only)]
         t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, cwd=testdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=3600)
+        proc = subprocess.run(cmd, env=env, cwd=testdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=3600)
         with open(out) as f:
             rows = [json.loads(line) for line in f if line.strip()]
         os.unlink(out)
@@ -125,6 +135,11 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         for r in rows:
             status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
             yield r["id"], status, r["error"], 0.0
+        if rows and proc.returncode not in (0, 1, 5):
+            # pytest itself died (a signal: the OOM killer, a crash) or stopped: the tests after the last
+            # reported one never ran, which must not look like a clean run
+            yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(proc.returncode)} after "
+                   f"{len(rows)} results; the last reported was {rows[-1]['id']}", time.perf_counter() - t0)
     return label, run
 
 

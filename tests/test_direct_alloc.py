@@ -39,6 +39,17 @@ def test_modulo_allocation_linearises_two_block_dimensions():
     assert got[(2, 1)] == got[(0, 1)]             # index 2 wraps to 0 along the first dimension
 
 
+def test_tile_counts_pair_with_block_indices_as_the_reference_zips_them():
+    # the documented modulo_allocate_func zips indices with counts and linearises over the counts' shape:
+    # one block dimension with counts (2, 3) steps by 3 tiles; no block dimension with (1,) is the base
+    got = placement.place("mod_alloc", True, {"base_bank": 0, "num_bank_tiles": (2, 3)}, (4,), 128, 2048, **TRN1)
+    assert [got[(i,)].bank for i in range(4)] == [0, 3, 0, 3]
+    got = placement.place("mod_alloc", False, {"base_addr": 256, "num_free_tiles": (1,)}, (), 128, 512, **TRN1)
+    assert got[()].addr == 256
+    got = placement.place("mod_alloc", False, {"base_addr": 0, "num_free_tiles": (2,)}, (3, 2), 128, 512, **TRN1)
+    assert [got[(i, j)].addr for i in range(3) for j in range(2)] == [0, 0, 512, 512, 0, 0]
+
+
 def test_default_tile_counts_share_one_physical_tile():
     got = placement.place("mod_alloc", False, {"base_addr": 0}, (5,), 64, 256, **TRN1)
     assert len(set(got.values())) == 1
@@ -129,7 +140,6 @@ def test_psum_alloc_function_bound_by_parameter_names_runs():
 
 @pytest.mark.parametrize("alloc, words", [
     (ncc.psum.mod_alloc(num_bank_tiles=(2,)), "needs base_bank"),
-    (ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(2, 2)), "2 entries"),
     (ncc.psum.mod_alloc(base_bank=0, bank=3), "does not take bank"),
     (ncc.psum.alloc(lambda idx, p, f: (0, 0)), "must return (bank, start_partition, byte_addr)"),
     (ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)), "starts at partition 0, byte 0"),

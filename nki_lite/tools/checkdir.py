@@ -130,7 +130,7 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         with open(out) as f:
             rows = [json.loads(line) for line in f if line.strip()]
         os.unlink(out)
-        if not rows:
+        if not rows and not (only and proc.returncode == 5):     # 5: --only selected no test here
             yield f"{testdir.name} (collection)", "FAIL", "no test ran (collection failed)", time.perf_counter() - t0
         for r in rows:
             status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"

@@ -111,13 +111,26 @@ def _exit_reason(code: int) -> str:
     return f"code {code}"
 
 
+def _pytest_once(cmd: list[str], env: dict, testdir: Path) -> tuple[list[dict], int]:
+    """Run pytest once; (the plugin's result rows, pytest's exit code)."""
+    with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
+        out = f.name
+    proc = subprocess.run(cmd, env=dict(env, NKI_LITE_CORPUS_RESULTS=out), cwd=testdir, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=3600)
+    with open(out) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    os.unlink(out)
+    return rows, proc.returncode
+
+
 def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
     """A runner for a directory of the repository's own tests (their inputs, their numpy references),
-    run by pytest in a subprocess per mode with nki_lite's corpus plugin."""
+    run by pytest in a subprocess per mode with nki_lite's corpus plugin. A subprocess that dies
+    part-way (a signal: the OOM killer when the machine is shared, a crash) is run once more on the
+    tests it had not reported; if that dies too, the stop is a FAIL naming the signal and the last result,
+    never a shorter clean run."""
     def run(mode: str, only: list[str]):
-        with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
-            out = f.name
-        env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_RESULTS=out,
+        env = dict(os.environ, NKI_LITE_MODE=mode,
                    PYTHONPATH=os.pathsep.join([str(p) for p in pythonpath] + [os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nki_lite.tools.corpus_plugin",
                "-W", "ignore", "--import-mode=importlib", "--continue-on-collection-errors", "--tb=line", *extra,
@@ -125,20 +138,18 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         if only:
             cmd += ["-k", " or ".join(only)]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, cwd=testdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=3600)
-        with open(out) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-        os.unlink(out)
-        if not rows and not (only and proc.returncode == 5):     # 5: --only selected no test here
+        rows, code = _pytest_once(cmd, env, testdir)
+        if not rows and not (only and code == 5):     # 5: --only selected no test here
             yield f"{testdir.name} (collection)", "FAIL", "no test ran (collection failed)", time.perf_counter() - t0
+        if rows and code not in (0, 1, 5):
+            done = [a for r in rows for a in ("--deselect", r["id"])]
+            more, code = _pytest_once(cmd + done, env, testdir)
+            rows += more
         for r in rows:
             status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
             yield r["id"], status, r["error"], 0.0
-        if rows and proc.returncode not in (0, 1, 5):
-            # pytest itself died (a signal: the OOM killer, a crash) or stopped: the tests after the last
-            # reported one never ran, which must not look like a clean run
-            yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(proc.returncode)} after "
+        if rows and code not in (0, 1, 5):
+            yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(code)} after "
                    f"{len(rows)} results; the last reported was {rows[-1]['id']}", time.perf_counter() - t0)
     return label, run
 

@@ -111,24 +111,30 @@ def _exit_reason(code: int) -> str:
     return f"code {code}"
 
 
-def _pytest_once(cmd: list[str], env: dict, testdir: Path) -> tuple[list[dict], int]:
-    """Run pytest once; (the plugin's result rows, pytest's exit code)."""
+def _pytest_once(cmd: list[str], env: dict, testdir: Path) -> tuple[list[dict], str | None, int]:
+    """Run pytest once; (the plugin's result rows, the test it died in or None, pytest's exit code)."""
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
         out = f.name
     proc = subprocess.run(cmd, env=dict(env, NKI_LITE_CORPUS_RESULTS=out), cwd=testdir, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, timeout=3600)
     with open(out) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+        lines = [json.loads(line) for line in f if line.strip()]
     os.unlink(out)
-    return rows, proc.returncode
+    rows = [r for r in lines if r["outcome"] != "started"]
+    finished = {r["id"] for r in rows}
+    started = [r["id"] for r in lines if r["outcome"] == "started" and r["id"] not in finished]
+    return rows, (started[-1] if started and proc.returncode not in (0, 1, 5) else None), proc.returncode
+
+
+_RESUMES = 8
 
 
 def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
     """A runner for a directory of the repository's own tests (their inputs, their numpy references),
-    run by pytest in a subprocess per mode with nki_lite's corpus plugin. A subprocess that dies
-    part-way (a signal: the OOM killer when the machine is shared, a crash) is run once more on the
-    tests it had not reported; if that dies too, the stop is a FAIL naming the signal and the last result,
-    never a shorter clean run."""
+    run by pytest in a subprocess per mode with nki_lite's corpus plugin. A subprocess that dies inside
+    a test (a signal: the OOM killer when the machine is shared, a crash) makes that test a FAIL naming the
+    signal, and pytest resumes after it (up to _RESUMES times): the other tests still run, and no death
+    looks like a shorter clean run."""
     def run(mode: str, only: list[str]):
         env = dict(os.environ, NKI_LITE_MODE=mode,
                    PYTHONPATH=os.pathsep.join([str(p) for p in pythonpath] + [os.environ.get("PYTHONPATH", "")]))
@@ -138,19 +144,23 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         if only:
             cmd += ["-k", " or ".join(only)]
         t0 = time.perf_counter()
-        rows, code = _pytest_once(cmd, env, testdir)
-        if not rows and not (only and code == 5):     # 5: --only selected no test here
+        rows, died, code = _pytest_once(cmd, env, testdir)
+        if not rows and died is None and not (only and code == 5):     # 5: --only selected no test here
             yield f"{testdir.name} (collection)", "FAIL", "no test ran (collection failed)", time.perf_counter() - t0
-        if rows and code not in (0, 1, 5):
+        for _ in range(_RESUMES):
+            if died is None:
+                break
+            rows.append({"id": died, "outcome": "failed",
+                         "error": f"pytest died in this test ({_exit_reason(code)}); the run resumed after it"})
             done = [a for r in rows for a in ("--deselect", r["id"])]
-            more, code = _pytest_once(cmd + done, env, testdir)
+            more, died, code = _pytest_once(cmd + done, env, testdir)
             rows += more
         for r in rows:
             status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
             yield r["id"], status, r["error"], 0.0
-        if rows and code not in (0, 1, 5):
+        if code not in (0, 1, 5) and (rows or died):
             yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(code)} after "
-                   f"{len(rows)} results; the last reported was {rows[-1]['id']}", time.perf_counter() - t0)
+                   f"{len(rows)} results{f' in {died}' if died else ''}", time.perf_counter() - t0)
     return label, run
 
 

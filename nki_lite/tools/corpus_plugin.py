@@ -137,6 +137,15 @@ def _first_line(report) -> str:
     return lines[0][:300] if lines else ""
 
 
+def pytest_runtest_logstart(nodeid, location):
+    """A "started" line before each test: if the process dies inside the test (the OOM killer), the
+    runner (tools/checkdir.py) knows which test it was."""
+    path = os.environ.get("NKI_LITE_CORPUS_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"id": nodeid, "outcome": "started", "error": ""}) + "\n")
+
+
 def pytest_runtest_logreport(report):
     path = os.environ.get("NKI_LITE_CORPUS_RESULTS")
     if not path:

@@ -152,6 +152,11 @@ _TABLE = [
     ("NL-E504", "indirect_use", KernelSyntaxError,
      "a view indexed by a tile is used by an operation other than a DMA or dynamic copy",
      "move it with nl.load / nl.store / nisa.dma_copy / nl.atomic_rmw / nisa.tensor_copy_dynamic_src first"),
+    ("NL-E505", "allocation_overlap", MemoryCapacityError,
+     "two directly allocated tiles (nki.compiler alloc / mod_alloc) occupy the same SBUF/PSUM addresses while both hold "
+     "a value still needed",
+     "place the tiles at disjoint addresses, or give a rotating tensor as many physical tiles as it has blocks alive "
+     "at once"),
     ("NL-E506", "allocation_capacity", MemoryCapacityError,
      "a directly allocated tile (nki.compiler alloc / mod_alloc) lies past the SBUF partition bytes or PSUM banks",
      "lower base_addr / base_bank or the tile counts so every physical tile ends inside the target's memory"),

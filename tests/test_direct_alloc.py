@@ -39,6 +39,17 @@ def test_modulo_allocation_linearises_two_block_dimensions():
     assert got[(2, 1)] == got[(0, 1)]             # index 2 wraps to 0 along the first dimension
 
 
+def test_tile_counts_pair_with_block_indices_as_the_reference_zips_them():
+    # the documented modulo_allocate_func zips indices with counts and linearises over the counts' shape:
+    # one block dimension with counts (2, 3) steps by 3 tiles; no block dimension with (1,) is the base
+    got = placement.place("mod_alloc", True, {"base_bank": 0, "num_bank_tiles": (2, 3)}, (4,), 128, 2048, **TRN1)
+    assert [got[(i,)].bank for i in range(4)] == [0, 3, 0, 3]
+    got = placement.place("mod_alloc", False, {"base_addr": 256, "num_free_tiles": (1,)}, (), 128, 512, **TRN1)
+    assert got[()].addr == 256
+    got = placement.place("mod_alloc", False, {"base_addr": 0, "num_free_tiles": (2,)}, (3, 2), 128, 512, **TRN1)
+    assert [got[(i, j)].addr for i in range(3) for j in range(2)] == [0, 0, 512, 512, 0, 0]
+
+
 def test_default_tile_counts_share_one_physical_tile():
     got = placement.place("mod_alloc", False, {"base_addr": 0}, (5,), 64, 256, **TRN1)
     assert len(set(got.values())) == 1
@@ -57,14 +68,14 @@ def test_alloc_function_gets_block_index_partitions_and_bytes():
 def _two_buffered(base, ntiles, width=512):
     @nki.jit
     def k(a):
-        out = nl.ndarray((128, width), a.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray((128, 4 * width), a.dtype, buffer=nl.shared_hbm)
         st = nl.ndarray((4, nl.par_dim(128), width), a.dtype,  # MARK-ST
                         buffer=ncc.sbuf.mod_alloc(base_addr=base, num_free_tiles=(ntiles,)))
-        acc = nl.ndarray((nl.par_dim(128), width), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-        for j in nl.affine_range(4):
+        for j in nl.affine_range(4):     # each block lives within its iteration: legal rotation
+            acc = nl.ndarray((nl.par_dim(128), width), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
             st[j, :, :] = nl.load(a[:, j * width:(j + 1) * width])
-        acc[...] = nl.add(st[0, :, :], st[1, :, :])
-        nl.store(out, value=acc)
+            acc[...] = nl.add(st[j, :, :], st[j, :, :])
+            nl.store(out[:, j * width:(j + 1) * width], value=acc)
         return out
     return k
 
@@ -76,7 +87,7 @@ def test_rotating_direct_allocation_runs_and_gets_no_capacity_estimate(mode):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CapacityWarning)
         got = k(a, mode=mode)
-    np.testing.assert_allclose(got, a[:, :512] + a[:, 512:1024], rtol=1e-6)
+    np.testing.assert_allclose(got, 2 * a, rtol=1e-6)
 
 
 def test_sbuf_tiles_past_the_partition_are_an_error_at_the_declaration():
@@ -129,7 +140,6 @@ def test_psum_alloc_function_bound_by_parameter_names_runs():
 
 @pytest.mark.parametrize("alloc, words", [
     (ncc.psum.mod_alloc(num_bank_tiles=(2,)), "needs base_bank"),
-    (ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(2, 2)), "2 entries"),
     (ncc.psum.mod_alloc(base_bank=0, bank=3), "does not take bank"),
     (ncc.psum.alloc(lambda idx, p, f: (0, 0)), "must return (bank, start_partition, byte_addr)"),
     (ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)), "starts at partition 0, byte 0"),

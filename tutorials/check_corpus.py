@@ -47,6 +47,17 @@ def samples_getting_started(root: Path) -> None:
 samples_getting_started.__name__ = "getting_started"
 
 
+def _fresh_allocator(kernel) -> None:
+    """v9 and v10 place their tiles with the file's module-level `allocator = SBufAllocator()`, whose
+    address counter only grows: the tutorial runs one version per process (test_attention.py's
+    test_attn_tutorial(mode, version)), so in one process running every version the second allocated
+    kernel would start past the first one's tiles and run off the SBUF (NL-E506). Each check starts the
+    counter at 0, as its own process would."""
+    alloc = getattr(getattr(kernel, "fn", kernel), "__globals__", {}).get("allocator")
+    if alloc is not None and hasattr(alloc, "offset"):
+        alloc.offset = 0
+
+
 def _attention_fwd(version: str):
     """nki-samples' attention_fwd_performance tutorial kernels against the tutorial's own numpy
     reference (test_attention.py's `numpy_attention`), with its shapes and tolerance (fp32, seqlen 128
@@ -57,7 +68,9 @@ def _attention_fwd(version: str):
         seqlen = 128 if version in ("v1", "v2") else 4096
         q, k, v = (ex.rng.uniform(-1, 1, (128, seqlen)).astype(np.float32) for _ in range(3))
         want = m.numpy_attention(q, k, v)
-        got = getattr(m, f"attn_fwd_{version}")(q, k, v)
+        kernel = getattr(m, f"attn_fwd_{version}")
+        _fresh_allocator(kernel)
+        got = kernel(q, k, v)
         if not np.allclose(got, want, atol=1e-2):
             raise AssertionError(f"mismatch: max abs error {np.max(np.abs(got - want)):.3g} (atol 1e-2)")
     check.__name__ = f"attn_fwd_{version}"

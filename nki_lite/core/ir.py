@@ -156,6 +156,9 @@ class Kernel:
     # returned whole HBM views (`return out.reshape(shape)`): (index in outputs, shape, dtype) -- the
     # output is the view's root buffer, handed back to the caller reshaped / viewed as returned (no copy)
     output_views: tuple[tuple[int, tuple[int, ...], str], ...] = ()
+    # directly allocated on-chip tensors (nki.compiler alloc / mod_alloc): (buffer name, the physical tile
+    # of every logical block in row-major block order, core/placement.py PhysTile); read by the overlap rule
+    placements: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         return self.buffer_map[name]

@@ -42,25 +42,29 @@ class PhysTile:
 
 
 def _linear(idx: tuple, shape: tuple) -> int:
-    out = 0
-    for i, s in zip(idx, shape):
-        out = out * s + i
+    """The reference's `linearize`: index d weighs the product of shape[d+1:] (over the whole shape,
+    also when idx is shorter than it)."""
+    out, weight = 0, 1
+    for d in reversed(range(len(shape))):
+        if d < len(idx):
+            out += idx[d] * weight
+        weight *= shape[d]
     return out
 
 
 def _modulo(base: int, counts: tuple, idx: tuple, scale: int) -> int:
+    """The documented `modulo_allocate_func`: indices and counts paired by `zip` (the shorter decides),
+    so a count tuple longer or shorter than the block dimensions is the reference's behaviour, not an
+    error (nki-samples' attention v9 passes num_free_tiles=(1,) for tensors without block dimensions)."""
     shape = counts if counts else (1,) * len(idx)
     return base + _linear(tuple(i % s for i, s in zip(idx, shape)), shape) * scale
 
 
-def _counts(name: str, value, nblock: int) -> tuple:
+def _counts(name: str, value) -> tuple:
     try:
         counts = tuple(int(v) for v in value)
     except TypeError:
         raise MalformedAllocation(f"{name}={value!r} must be a tuple of tile counts, e.g. (2,)") from None
-    if counts and len(counts) != nblock:
-        raise MalformedAllocation(f"{name}={value!r} has {len(counts)} entries but the tensor has {nblock} "
-                                  f"block dimension(s): give one count per block dimension or ()")
     if any(c < 1 for c in counts):
         raise MalformedAllocation(f"{name}={value!r}: tile counts must be >= 1")
     return counts
@@ -75,7 +79,7 @@ def _int(name: str, value) -> int:
     return v
 
 
-def mod_alloc_func(psum: bool, options: dict, nblock: int):
+def mod_alloc_func(psum: bool, options: dict):
     """The (idx, pdim, fdim) -> location function of mod_alloc(**options), validated."""
     known = {"base_addr", "base_partition", "num_par_tiles", "num_free_tiles"} | (
         {"base_bank", "num_bank_tiles"} if psum else set())
@@ -89,9 +93,9 @@ def mod_alloc_func(psum: bool, options: dict, nblock: int):
     addr = _int("base_addr", options.get("base_addr", 0))
     part = _int("base_partition", options.get("base_partition", 0))
     bank = _int("base_bank", options.get("base_bank", 0))
-    ptiles = _counts("num_par_tiles", options.get("num_par_tiles", ()), nblock)
-    ftiles = _counts("num_free_tiles", options.get("num_free_tiles", ()), nblock)
-    btiles = _counts("num_bank_tiles", options.get("num_bank_tiles", ()), nblock)
+    ptiles = _counts("num_par_tiles", options.get("num_par_tiles", ()))
+    ftiles = _counts("num_free_tiles", options.get("num_free_tiles", ()))
+    btiles = _counts("num_bank_tiles", options.get("num_bank_tiles", ()))
 
     def func(idx, pdim, fdim):
         loc = (_modulo(part, ptiles, idx, pdim), _modulo(addr, ftiles, idx, fdim))
@@ -140,7 +144,7 @@ def place(kind: str, psum: bool, options: dict, blocks: tuple, pdim: int, fdim: 
           capacity: int, banks: int, bank_bytes: int, align: int = 4) -> dict:
     """{logical block index: PhysTile} for a tensor with block shape `blocks`, checked against the target."""
     if kind == "mod_alloc":
-        func = mod_alloc_func(psum, options, len(blocks))
+        func = mod_alloc_func(psum, options)
     else:
         func = options.get("func")
         if not callable(func):

@@ -35,15 +35,18 @@ def ndarray(shape, dtype, *, buffer=None, name: str = ""):
     buf = new_buffer(tr, dims, dt, sp.space, name or ("hbm" if sp.space == ir.Space.HBM else sp.name[0] + "t"),
                      loc, par_axis=par_axis, hbm_kind=sp.name if sp.space == ir.Space.HBM else "",
                      direct=bool(getattr(buffer, "direct", False)))
-    _place(buffer, dims, par_axis, dt, tr, loc)
+    _place(buffer, buf.name, dims, par_axis, dt, tr, loc)
     return Tile(tr, ir.Access.full(buf), dt)
 
 
-def _place(buffer, dims, par_axis, dt, tr, loc) -> None:
-    """nki.compiler allocators place the tensor's blocks themselves (nki_lite/compiler.py, NL-E909/E506)."""
+def _place(buffer, name, dims, par_axis, dt, tr, loc) -> None:
+    """nki.compiler allocators place the tensor's blocks themselves (nki_lite/compiler.py, NL-E909/E506);
+    the placement is kept with the kernel for the overlap rule (lower/verify_alloc.py, NL-E505)."""
     place = getattr(buffer, "place", None)
     if place is not None:
-        place(dims, par_axis, D.itemsize(dt), tr.hw, loc)
+        tiles = place(dims, par_axis, D.itemsize(dt), tr.hw, loc)
+        if tiles:
+            tr.placements[name] = tuple(tiles.values())
 
 
 def _filled(shape, value, dtype, buffer, name, what: str):
@@ -58,7 +61,7 @@ def _filled(shape, value, dtype, buffer, name, what: str):
     check_user_partitions(tr, dims, par_axis, sp.space, loc)
     buf = new_buffer(tr, dims, dt, sp.space, name or sp.name[0] + "t", loc, par_axis=par_axis,
                      direct=bool(getattr(buffer, "direct", False)))
-    _place(buffer, dims, par_axis, dt, tr, loc)
+    _place(buffer, buf.name, dims, par_axis, dt, tr, loc)
     acc = ir.Access.full(buf)
     tr.emit(ir.Instr("memset", (acc,), (ir.Imm(value, D.scalar_dtype(value)),), attrs(engine="vector"), None, loc))
     return Tile(tr, acc, dt)

@@ -30,6 +30,9 @@ _ACT_UFUNCS = {np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", n
                np.cos: "cos", np.tan: "tan", np.arctan: "arctan", np.sign: "sign",
                np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc"}
 _ACT_ALIASES = {"identity": "copy", "bypass": "copy"}
+# numpy functions (not ufuncs) the activation table accepts: "nki.language.copy or numpy.copy" (legacy
+# nki.api.shared, Supported Activation Functions)
+_ACT_FUNCS = {np.copy: "copy"}
 
 
 # the nl function a numpy ufunc means when applied to tiles (`np.exp(t)` is `nl.exp(t)`; lang/tile.py)
@@ -63,7 +66,10 @@ def alu_name(obj, loc) -> str:
 
 
 def act_name(obj, loc) -> str:
-    name = _ACT_UFUNCS.get(obj) if isinstance(obj, np.ufunc) else _name(obj)
+    if isinstance(obj, np.ufunc):
+        name = _ACT_UFUNCS.get(obj)
+    else:
+        name = _ACT_FUNCS.get(obj) if callable(obj) and obj in _ACT_FUNCS else _name(obj)
     name = _ACT_ALIASES.get(name, name)
     if name not in ACTIVATIONS:
         raise errors.make("unsupported", f"{obj!r} is not an activation function nki_lite knows", loc=loc,

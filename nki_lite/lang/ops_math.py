@@ -551,7 +551,7 @@ def _hoisted(acc: ir.Access, buf: ir.Buffer, inner: set, extents: dict) -> ir.Ac
     return ir.Access(acc.buffer, tuple(index), tuple(shape))
 
 
-@api("nl.loop_reduce")
+@api("nl.loop_reduce", ignored=("name",))
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None) -> LoopReduce:
     loc = capture_loc(2)
     if not isinstance(x, Tile):

@@ -57,10 +57,8 @@ def load(src, *, mask=None, dtype=None) -> Tile:
     dt = src.dtype_name if dtype is None else resolve_dtype(dtype, loc)
     sacc = src.access
     # on-chip tiles are at least 2-D: a vector lands one element per partition ([n] -> [n, 1]) and a
-    # single element of a 1-D tensor (`seed[0]`) is a [1, 1] tile; the added size-1 axes index nothing
-    if len(src.shape) == 0 and len(src.buf.shape) != 1:
-        raise errors.make("rank", "nl.load of a single element: on-chip tiles are at least 2-D", loc=loc,
-                          hint="load a [1, 1] view, e.g. x[i:i+1, j:j+1]")
+    # single element (`seed[0]`, nki-samples' `sinks[batch_id, head]`) is a [1, 1] tile; the added
+    # size-1 axes index nothing
     sacc = ir.Access(sacc.buffer, sacc.index, sacc.shape + (1,) * max(0, 2 - len(src.shape)))
     buf = new_buffer(tr, sacc.shape, dt, ir.Space.SBUF, src.name + "_sb", loc)
     out = ir.Access.full(buf)

@@ -52,6 +52,7 @@ class Tracer:
         self.compiler_placed: set[str] = set()   # PSUM results the compiler may re-place (lang/ops_math.py sbuf_operand)
         self.params: list[str] = []
         self.consts: dict[str, ir.ConstData] = {}
+        self.placements: dict[str, tuple] = {}     # direct allocations: buffer -> PhysTile per block (lang/creation.py)
         self.broken_loop = None
         self.var_extents: dict[str, int] = {f"pid{k}": g for k, g in enumerate(grid)}
         self.var_names: dict[str, tuple] = {}        # IR loop variable -> (user's name, start, step)
@@ -180,7 +181,8 @@ class Tracer:
         buffers, body = flatten_buffers(self.buffers, tuple(self.stack[0].nodes), self.flat_buffers)
         return ir.Kernel(self.name, tuple(self.params), outputs, tuple(buffers.values()),
                          body, self.grid, self.target, return_kind, loc,
-                         tuple(self.consts.items()), written_back, output_views)
+                         tuple(self.consts.items()), written_back, output_views,
+                         tuple((n, t) for n, t in self.placements.items() if n in buffers))
 
 
 class UnrollRequest(Exception):

@@ -12,13 +12,15 @@ capacity, outputs never written). Partial output coverage is a warning (`OutputC
 not an error. Validation uses explicit raises only (no `assert`), so it holds under `python -O`.
 
 Rule families live in verify_tiles (1, 2), verify_matmul (3, 4), verify_memory (5, 6),
-verify_bounds (7, 8), verify_deps (9), verify_params (10, 11) and verify_mx (12); shared machinery (program sites,
+verify_bounds (7, 8), verify_deps (9), verify_params (10, 11), verify_mx (12) and verify_alloc (13); shared machinery
+(program sites,
 the exact integer range solver, naming) in verify_common.
 """
 from __future__ import annotations
 
 from ..core.ir import Kernel
-from . import verify_bounds, verify_deps, verify_matmul, verify_memory, verify_mx, verify_params, verify_tiles
+from . import (verify_alloc, verify_bounds, verify_deps, verify_matmul, verify_memory, verify_mx, verify_params,
+               verify_tiles)
 from .verify_common import Ctx
 from .verify_params import OutputCoverageWarning  # noqa: F401  (public: nki_lite.lower.verify.OutputCoverageWarning)
 
@@ -36,6 +38,7 @@ _PER_INSTRUCTION = (
 _WHOLE_KERNEL = (
     verify_deps.check_dependencies,    # rule 9
     verify_memory.check_capacity,      # rule 5
+    verify_alloc.check_overlap,        # rule 13: live direct-allocation tiles at the same addresses
     verify_params.check_outputs,       # rule 11
 )
 

@@ -101,13 +101,42 @@ def nkibench_checks(root: Path):
 
 # ---------------------------------------------------------------- a repository's own tests
 
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        import signal
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
+
+
+def _pytest_once(cmd: list[str], env: dict, testdir: Path) -> tuple[list[dict], str | None, int]:
+    """Run pytest once; (the plugin's result rows, the test it died in or None, pytest's exit code)."""
+    with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
+        out = f.name
+    proc = subprocess.run(cmd, env=dict(env, NKI_LITE_CORPUS_RESULTS=out), cwd=testdir, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=3600)
+    with open(out) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    os.unlink(out)
+    rows = [r for r in lines if r["outcome"] != "started"]
+    finished = {r["id"] for r in rows}
+    started = [r["id"] for r in lines if r["outcome"] == "started" and r["id"] not in finished]
+    return rows, (started[-1] if started and proc.returncode not in (0, 1, 5) else None), proc.returncode
+
+
+_RESUMES = 8
+
+
 def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
     """A runner for a directory of the repository's own tests (their inputs, their numpy references),
-    run by pytest in a subprocess per mode with nki_lite's corpus plugin."""
+    run by pytest in a subprocess per mode with nki_lite's corpus plugin. A subprocess that dies inside
+    a test (a signal: the OOM killer when the machine is shared, a crash) makes that test a FAIL naming the
+    signal, and pytest resumes after it (up to _RESUMES times): the other tests still run, and no death
+    looks like a shorter clean run."""
     def run(mode: str, only: list[str]):
-        with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
-            out = f.name
-        env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_RESULTS=out,
+        env = dict(os.environ, NKI_LITE_MODE=mode,
                    PYTHONPATH=os.pathsep.join([str(p) for p in pythonpath] + [os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nki_lite.tools.corpus_plugin",
                "-W", "ignore", "--import-mode=importlib", "--continue-on-collection-errors", "--tb=line", *extra,
@@ -115,16 +144,23 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
         if only:
             cmd += ["-k", " or ".join(only)]
         t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, cwd=testdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=3600)
-        with open(out) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-        os.unlink(out)
-        if not rows:
+        rows, died, code = _pytest_once(cmd, env, testdir)
+        if not rows and died is None and not (only and code == 5):     # 5: --only selected no test here
             yield f"{testdir.name} (collection)", "FAIL", "no test ran (collection failed)", time.perf_counter() - t0
+        for _ in range(_RESUMES):
+            if died is None:
+                break
+            rows.append({"id": died, "outcome": "failed",
+                         "error": f"pytest died in this test ({_exit_reason(code)}); the run resumed after it"})
+            done = [a for r in rows for a in ("--deselect", r["id"])]
+            more, died, code = _pytest_once(cmd + done, env, testdir)
+            rows += more
         for r in rows:
             status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
             yield r["id"], status, r["error"], 0.0
+        if code not in (0, 1, 5) and (rows or died):
+            yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(code)} after "
+                   f"{len(rows)} results{f' in {died}' if died else ''}", time.perf_counter() - t0)
     return label, run
 
 
@@ -215,6 +251,15 @@ def generic_checks(label: str, root: Path):
 
 # ---------------------------------------------------------------- layouts and the loop
 
+def _sdk_root(root: Path) -> Path | None:
+    """The legacy aws-neuron-sdk `general/nki` directory: the repository's root, or `general/nki` extracted
+    on its own (its test/ and examples/ next to the NKI guides)."""
+    for d in (root / "general" / "nki", root):
+        if (d / "test").is_dir() and (d / "examples").is_dir() and (d / "nki_direct_allocation_guide.rst").is_file():
+            return d
+    return None
+
+
 def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | None = None,
             generic: bool = True) -> list[tuple[str, Runner]]:
     """[(source label, runner)] for a directory, by its layout."""
@@ -223,10 +268,11 @@ def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | N
         if (nb / "kernels").is_dir() and (nb / "reference").is_dir():
             return [inprocess_checks("NKIBench", list(nkibench_checks(nb)))]
     out = []
-    if (root / "general" / "nki" / "test").is_dir():               # aws-neuron-sdk (legacy tree)
-        out.append(pytest_checks("sdk-test", root / "general" / "nki" / "test", [], []))
-        if tutorials and (root / "general" / "nki" / "examples").is_dir():
-            out.append(tutorials("sdk-examples", root / "general" / "nki" / "examples"))
+    sdk = _sdk_root(root)
+    if sdk is not None:                                            # aws-neuron-sdk (legacy tree)
+        out.append(pytest_checks("sdk-test", sdk / "test", [], []))
+        if tutorials and (sdk / "examples").is_dir():
+            out.append(tutorials("sdk-examples", sdk / "examples"))
     if (root / "src" / "nki_samples").is_dir():                    # nki-samples
         out.append(pytest_checks("samples-test", root / "test" / "unit", ["--simulation-only", "-m", "simulation"],
                                  [root / "src"]))

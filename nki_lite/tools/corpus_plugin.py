@@ -15,6 +15,11 @@ its coded error, which subclasses the builtin (NL-E503 IndexOutOfBoundsError is 
 test counts as passed with a note naming the error raised (the error was raised where NKI raises; its
 class and message are nki_lite's, by design).
 
+A test whose golden is computed in fp32 for a kernel that asks for a narrower result (ROUNDED_GOLDENS: the
+test, the dtype, why) compares with np.allclose against the golden as computed *or* rounded to that dtype
+(ml_dtypes, round to nearest even), with the test's own tolerance: a bfloat16 value carries 8 significant
+bits, so no correct bf16 result meets np.allclose's default rtol=1e-5 against the unrounded fp32 value.
+
 A test module's `get_target_string()` (nki-samples' tests read the host's instance type from
 /sys/devices/virtual/dmi/id/product_name and return early unless it is "trn2") answers the target
 nki_lite simulates (config.default_target()): the host here is not a Trainium instance, and the kernel
@@ -85,6 +90,35 @@ def pytest_runtest_makereport(item, call):
             report.user_properties.append(("corpus_note", note))
 
 
+ROUNDED_GOLDENS = {
+    "test_nki_isa_activation.py::TestNkiIsaExamplesActivation::test_activation": (
+        "bfloat16", "Example 2 is `nisa.activation(..., dtype=nl.bfloat16)` stored to an fp32 tensor; its golden "
+                    "np.square(b*2+c) is fp32 (values up to 9e4: bf16 steps of 256-512 there)"),
+}
+
+
+def _rounded_allclose(dtype: str):
+    import ml_dtypes
+    import numpy as np
+    strict = np.allclose
+
+    def allclose(a, b, *args, **kwargs):
+        rounded = np.asarray(b, dtype=np.float32).astype(getattr(ml_dtypes, dtype)).astype(np.float32)
+        return strict(a, b, *args, **kwargs) or strict(a, rounded, *args, **kwargs)
+    return allclose
+
+
+@pytest.fixture(autouse=True)
+def _rounded_golden(request, monkeypatch):
+    for suffix, (dtype, why) in ROUNDED_GOLDENS.items():
+        if request.node.nodeid.endswith(suffix):
+            import numpy as np
+            monkeypatch.setattr(np, "allclose", _rounded_allclose(dtype))
+            request.node.user_properties.append(
+                ("corpus_note", f"golden also compared rounded to {dtype}: {why}"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _simulated_instance_type(request, monkeypatch):
     module = getattr(request, "module", None)
@@ -101,6 +135,15 @@ def _first_line(report) -> str:
     text = crash if crash else str(r)
     lines = [l for l in text.splitlines() if l.strip()]
     return lines[0][:300] if lines else ""
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A "started" line before each test: if the process dies inside the test (the OOM killer), the
+    runner (tools/checkdir.py) knows which test it was."""
+    path = os.environ.get("NKI_LITE_CORPUS_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"id": nodeid, "outcome": "started", "error": ""}) + "\n")
 
 
 def pytest_runtest_logreport(report):

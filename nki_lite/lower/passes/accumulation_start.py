@@ -11,7 +11,8 @@ the new tile and the JIT whatever its memory held.
 
 Contract: after every `alloc` of a PSUM buffer, if the first later instruction of the same block
 (in program order, looking into nested loops) that touches the buffer is an accumulating matmul
-writing it, a `memset(0)` of the allocated region is inserted right after the alloc. fp32
+writing it, a `memset(0)` of the allocated region is inserted right after the alloc (attr
+`group_start`). fp32
 `0 + p` is `p` exactly (only the sign of a zero product can differ from the overwrite). The engine
 model already folds a PSUM memset(0) into the accumulating matmul that follows it
 (lower/cost/plan.py `_fold_memsets`), so the hardware's cost is unchanged. Shared by every backend,
@@ -53,7 +54,10 @@ def start_accumulation_groups(kernel: Kernel) -> Kernel:
             out.append(n)
             if isinstance(n, Instr) and n.op == "alloc" and n.out.buffer in psum \
                     and _starts_accumulation(nodes[k + 1:], n.out.buffer):
-                out.append(Instr("memset", (n.out,), (Imm(0, "int32"),), (("engine", "vector"),), None, n.loc))
+                # group_start: not the kernel's own write (the hardware's group starts at the matmul;
+                # lower/verify_alloc.py starts the tile's live range there)
+                out.append(Instr("memset", (n.out,), (Imm(0, "int32"),), (("engine", "vector"), ("group_start", True)),
+                                 None, n.loc))
                 changed = True
         return out
 

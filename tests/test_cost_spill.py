@@ -119,7 +119,8 @@ def test_a_stretch_inside_a_loop_spills_once_per_iteration():
 
 
 def _four_strips(buffer):
-    """Four 48 KiB strips live together (192 KiB per partition, over trn1's 176 KiB) in `buffer`."""
+    """Four 40 KiB strips live together in `buffer`, with the result tile 200 KiB per partition (over trn1's
+    176 KiB); placed directly, the four strips alone fit (160 KiB) and the result tile is automatic."""
     @nki.jit
     def k(a):
         n = a.shape[1] // 4
@@ -133,10 +134,11 @@ def _four_strips(buffer):
 
 
 def test_directly_placed_sbuf_never_spills():
-    # mod_alloc rotates the strips over one physical tile: the kernel's addresses decide (as in the
-    # capacity rule), so no spill DMAs; the same strips allocated automatically do spill
-    t, spec = TARGETS["trn1"], nt.tensor[[128, 4 * 12288], F32]
-    placed = _four_strips(ncc.sbuf.mod_alloc(base_addr=0))
+    # mod_alloc gives the strips four physical tiles (one per live block, so no NL-E505 overlap): the
+    # kernel's addresses decide (as in the capacity rule), so no spill DMAs; the same strips allocated
+    # automatically do spill
+    t, spec = TARGETS["trn1"], nt.tensor[[128, 4 * 10240], F32]
+    placed = _four_strips(ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(4,)))
     assert Plan(placed.trace(spec, target="trn1"), t).spill_fraction == {}
     assert Plan(_four_strips(nl.sbuf).trace(spec, target="trn1"), t).spill_fraction != {}
 

@@ -97,7 +97,7 @@ _TABLE = [
     ("select", "out = cond ? a : b elementwise",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("nc_matmul", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate",
-     "tensor", "compute", _F, _F, _F, _F, _F, ALL, _T, _F),
+     "tensor", "compute", _F, _F, _F, _T, _F, ALL, _T, _F),
     ("scalar_tensor_tensor", "out = (in op0 s0) op1 tile1, s0 a scalar or per-partition operand",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("tensor_tensor_scan", "out[:, j] = (d0[:, j] op0 out[:, j-1]) op1 d1[:, j] along the free axis",

@@ -12,7 +12,9 @@ import nki_lite.language as nl
 import nki_lite.typing as nt
 from nki_lite import errors
 from nki_lite.core import ir
+from nki_lite.core.affine import Affine, axis_var
 from nki_lite.lower.llvm.target import jit_supported
+from nki_lite.lower.passes.forward_loads import forward_loads
 from nki_lite.lower.passes.pipeline import run_backend
 
 from .test_jit_differential import run_both
@@ -149,3 +151,20 @@ def test_stdlib_matmul_reads_b_from_hbm():
     call = S.matmul.plan(a, b)
     k, _ = run_backend(call.kernel.trace(*call.args), "llvm")
     assert {i.ins[1].buffer for i, _ in ir.walk(k.body) if i.op == "nc_matmul"} == {"b"}
+
+
+@pytest.mark.parametrize("inner, forwarded", [("j", True), ("i0", False)])
+def test_a_later_loop_rebinding_the_sources_variable_keeps_the_copy(inner, forwarded):
+    """Hand-built IR: the copy's source row depends on the outer loop's i0; a reader inside a later
+    loop that binds i0 again would see another row if it read the source."""
+    def full(buf, shape):
+        return ir.Access(buf, tuple(Affine.var(axis_var(k)) for k in range(len(shape))), shape)
+    bufs = (ir.Buffer("x", ir.Space.HBM, (256, 64), "float32", "input"),
+            ir.Buffer("t", ir.Space.SBUF, (128, 64), "float32"),
+            ir.Buffer("o", ir.Space.SBUF, (128, 64), "float32"))
+    src = ir.Access("x", (Affine.var(axis_var(0)) + Affine.var("i0", 128), Affine.var(axis_var(1))), (128, 64))
+    reader = ir.Loop(inner, 1, "affine", (ir.Instr("tensor_copy", (full("o", (128, 64)),), (full("t", (128, 64)),)),))
+    body = (ir.Loop("i0", 2, "affine", (ir.Instr("dma_copy", (full("t", (128, 64)),), (src,)), reader)),)
+    k = forward_loads(ir.Kernel("k", ("x",), (), bufs, body), {})
+    copy = next(i for i, _ in ir.walk(k.body) if i.op == "tensor_copy")
+    assert (copy.ins[0].buffer == "x") == forwarded

@@ -249,6 +249,15 @@ _TABLE = [
     ("NL-E114", "view_layout", ShapeError,
      "a view merges dimensions that are not contiguous in storage, so no access pattern walks them",
      "copy the view into a contiguous tile first (nisa.tensor_copy), then merge that tile's dimensions"),
+    # MX formats (issue #14: nisa.quantize_mx, nisa.nc_matmul_mx, the x4 dtypes; docs/numerics.md "MX formats")
+    ("NL-E119", "mx_layout", ShapeError,
+     "an MX instruction's data or scale tile breaks the MX layout (shapes, quadrant scale placement, spaces)",
+     "data tiles: partitions a multiple of 32 (at most 128), x4 free size = source free size / 4; the scale tile "
+     "holds each quadrant's scales in its first 4 partitions: P // 8 partitions for P <= 32, else P (docs/numerics.md)"),
+    ("NL-E120", "mx_dtype", KernelDTypeError,
+     "an MX dtype is used where it is not allowed, or an MX instruction gets the wrong dtypes",
+     "x4 tiles come from nisa.quantize_mx (or a DMA of packed data) and go to nisa.nc_matmul_mx; scales are "
+     "nl.float8_e8m0fnu or nl.uint8"),
     ("NL-E109", "accumulator", ShapeError,
      "a reduce_cmd=reduce instruction continues an accumulator of a different partition count",
      "start each chain with reduce_cmd=reset_reduce on tiles of the same partition count"),

@@ -3,6 +3,7 @@
 Everything here is re-exported from nki_lite/lang; see docs/status.md for what is built.
 """
 from .core.dtypes import bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32, uint8, uint16, uint32
+from .core.dtypes import float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, float8_e8m0fnu  # noqa: F401  (MX formats)
 from .lang.index import arange, ds, mgrid  # noqa: F401
 from .core.targets import TARGETS as _TARGETS
 from .lang.creation import empty_like, finfo, full, ndarray, ones, ones_like, zeros, zeros_like  # noqa: F401

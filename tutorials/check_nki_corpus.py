@@ -194,8 +194,66 @@ def _mamba(kernel_name):
     return run
 
 
+def _mx_utils(mod):
+    """The tutorial's own CPU golden helpers (mx_cpu_utils.py next to the kernels: numpy and ml_dtypes only)."""
+    return import_file(Path(mod.__file__).parent / "mx_cpu_utils.py", Path(mod.__file__).parent)
+
+
+def _mx_offline(element):
+    """nki-samples mxfp-matmul: Matmul-MX of host-quantized max-size tiles vs the tutorial's nc_matmul_mx_golden
+    (its mx_toplevel.py: M, K, N = 128, 128, 512; np.allclose rtol = atol = 5e-2)."""
+    def run(mod, mode):
+        import ml_dtypes
+        u = _mx_utils(mod)
+        dt = getattr(ml_dtypes, element)
+        _, _, st, st_s = u.generate_stabilized_mx_data(dt, (128, 128 * 4))
+        _, _, mv, mv_s = u.generate_stabilized_mx_data(dt, (128, 512 * 4))
+        x4 = {"float8_e5m2": mod.nl.float8_e5m2_x4, "float4_e2m1fn": mod.nl.float4_e2m1fn_x4}[element]
+        got = mod.kernel_offline_quantized_mx_matmul(st, st_s, mv, mv_s, x4, mode=mode)
+        close(np.asarray(got, np.float32), u.nc_matmul_mx_golden(st, mv, st_s, mv_s, dt, dt), 5e-2, 5e-2)
+    return run
+
+
+def _mx_on_device(st_element, mv_element):
+    """Host-quantized stationary, moving quantized by nisa.quantize_mx on the device (mx_toplevel.py's check)."""
+    def run(mod, mode):
+        import ml_dtypes
+        u = _mx_utils(mod)
+        sdt, mdt = getattr(ml_dtypes, st_element), getattr(ml_dtypes, mv_element)
+        x4 = {"float8_e5m2": mod.nl.float8_e5m2_x4, "float4_e2m1fn": mod.nl.float4_e2m1fn_x4}
+        _, _, st, st_s = u.generate_stabilized_mx_data(sdt, (128, 128 * 4))
+        mv_data, _, _, _ = u.generate_stabilized_mx_data(mdt, (128, 512 * 4))
+        mv_bf16 = mv_data.astype(ml_dtypes.bfloat16)
+        got = mod.kernel_on_device_quantize_matmul_mx(st, st_s, mv_bf16, x4[st_element], x4[mv_element], mode=mode)
+        mq, ms = u.quantize_mx_golden(mv_bf16.astype(np.float32), mdt)
+        close(np.asarray(got, np.float32), u.nc_matmul_mx_golden(st, mq, st_s, ms, sdt, mdt), 5e-2, 5e-2)
+    return run
+
+
+def _mx_strided(use_tensor_copy):
+    """Both tiles laid out by strided copies (tensor_copy or DMA), quantized on the device: vs stationary.T @
+    moving of the unquantized inputs (mx_toplevel.py's run_copy_strided_test)."""
+    def run(mod, mode):
+        import ml_dtypes
+        u = _mx_utils(mod)
+        st, _, _, _ = u.generate_stabilized_mx_data(ml_dtypes.float8_e5m2, (512, 128))
+        mv, _, _, _ = u.generate_stabilized_mx_data(ml_dtypes.float8_e5m2, (512, 512))
+        got = mod.kernel_copy_strided_quantize_matmul_mx(st.astype(ml_dtypes.bfloat16), mv.astype(ml_dtypes.bfloat16),
+                                                         mod.nl.float8_e5m2_x4, use_tensor_copy, mode=mode)
+        close(np.asarray(got, np.float32), st.T @ mv, 5e-2, 5e-2)
+    return run
+
+
+_MX = "mxfp-matmul/mx_kernels.py"
+
 # (file suffix, kernel, check)
 RUNS = [
+    (_MX, "kernel_offline_quantized_mx_matmul", _mx_offline("float8_e5m2")),
+    (_MX, "kernel_offline_quantized_mx_matmul", _mx_offline("float4_e2m1fn")),
+    (_MX, "kernel_on_device_quantize_matmul_mx", _mx_on_device("float4_e2m1fn", "float8_e5m2")),
+    (_MX, "kernel_on_device_quantize_matmul_mx", _mx_on_device("float8_e5m2", "float8_e5m2")),
+    (_MX, "kernel_copy_strided_quantize_matmul_mx", _mx_strided(True)),
+    (_MX, "kernel_copy_strided_quantize_matmul_mx", _mx_strided(False)),
     ("getting_started_baremetal.py", "nki_tensor_add_kernel", _add("nki_tensor_add_kernel", (128, 512))),
     ("tensor_addition/tensor_addition_nki_kernels.py", "nki_tensor_add", _add("nki_tensor_add", (256, 1024))),
     ("simulate/nki_simulate_example.py", "add_kernel", _add("add_kernel", (128, 512))),
@@ -234,8 +292,7 @@ def _attention(kernel_name, seqlen):
 
 
 # legacy-dialect tutorial files among the current tutorials (imported with the legacy dialect): (suffix, kernel,
-# check). seqlen 512, the kernels' minimum from v3 on (their test uses 4096 on a device). The mxfp matmul tutorial
-# (MX formats, nc_matmul_mx, quantize_mx) is the NKI-library helper's (nkilib branch): its runs join RUNS there.
+# check). seqlen 512, the kernels' minimum from v3 on (their test uses 4096 on a device).
 LEGACY_RUNS = [("attention_fwd_performance/attention_kernels.py", f"attn_fwd_v{v}",
                 _attention(f"attn_fwd_v{v}", 128 if v in ("1", "2") else 512))
                for v in ("1", "2", "3", "4", "5", "6", "7", "8", "8a", "9", "10", "11")]

@@ -85,7 +85,30 @@ def _np_dtype(dtype):
 
 
 def _static_cast(x, dtype):
-    return np.asarray(x).astype(_np_dtype(dtype))
+    """astype, and for the MX x4 dtypes (nki_lite/numerics/mx.py containers) packing / unpacking: values ->
+    x4 rounds each value to the element format (RNE) and packs 4 consecutive ones along the last axis; x4 ->
+    a float dtype decodes every code exactly (the last axis grows 4x)."""
+    from nki_lite.core import dtypes as D
+    from nki_lite.numerics import mx as MX
+    x = np.asarray(x)
+    want = _np_dtype(dtype)
+    target, source = _mx_name(want), _mx_name(x.dtype)
+    if source is not None and target is None:
+        vals = MX.decode(x.view(D.storage(source)), source)
+        return vals.reshape(*vals.shape[:-2], -1).astype(want)
+    if target is not None and source is None:
+        codes = x.astype(getattr(ml_dtypes, MX.X4[target][0])).view(np.uint8)
+        return MX.pack(codes.reshape(*codes.shape[:-1], -1, 4), target).view(want)
+    return x.astype(want)
+
+
+def _mx_name(dt):
+    from nki_lite.core import dtypes as D
+    try:
+        name = D.name_of(dt)
+    except D.UnknownDType:
+        return None
+    return name if name in D.MX_X4 else None
 
 
 def _sizeinbytes(dtype) -> int:

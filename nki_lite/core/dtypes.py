@@ -5,6 +5,13 @@ Contract:
   code can write `arr.astype(nl.bfloat16)`. `nl.tfloat32` is float32 storage tagged with metadata;
   its values are always rounded to 10 mantissa bits.
 - Inside nki_lite a dtype is identified by its canonical *name* (a str), via `name_of()`.
+- MX formats (OCP microscaling, docs/numerics.md "MX formats"): `float8_e4m3fn_x4`, `float8_e5m2_x4`
+  (four fp8 codes in a 32-bit element, element q of the group of four in byte q, little-endian) and
+  `float4_e2m1fn_x4` (four fp4 codes in a 16-bit element, element q in bits 4q..4q+3) are kind 'x':
+  raw containers, numpy uint32 / uint16 storage; the public objects are one-field structured dtypes named
+  after the format (so they differ from each other and from uint32 / uint16).
+  `float8_e8m0fnu` (the shared power-of-two scale, ml_dtypes storage) is kind 'x' too. Kind 'x'
+  values are neither float nor int: only bit copies and the MX instructions take them.
 - `promote(a, b)` implements NKI's documented promotion table (shared/NKI_REFERENCE.md §2.4),
   with Python scalars counting as uint8 (bool), int32 (int) or float32 (float).
 """
@@ -47,6 +54,12 @@ float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
+# one-field structured dtypes: distinct objects (`nl.float8_e4m3fn_x4 != nl.float8_e5m2_x4 != np.uint32`, as
+# kernels compare and key dicts by them), the container's size; storage (INFO) is the plain unsigned type
+float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
+float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
+float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 INFO: dict[str, DTypeInfo] = {i.name: i for i in [
     DTypeInfo("float32", float32, "f", 32, 4, 8, 23),
@@ -61,13 +74,22 @@ INFO: dict[str, DTypeInfo] = {i.name: i for i in [
     DTypeInfo("uint8", uint8, "u", 8, 1), DTypeInfo("uint16", uint16, "u", 16, 2),
     DTypeInfo("uint32", uint32, "u", 32, 4),
     DTypeInfo("bool", bool_, "b", 1, 1),
+    # MX formats (kind 'x': raw containers; numerics/mx.py defines their values)
+    DTypeInfo("float8_e4m3fn_x4", np.dtype(np.uint32), "x", 32, 4),
+    DTypeInfo("float8_e5m2_x4", np.dtype(np.uint32), "x", 32, 4),
+    DTypeInfo("float4_e2m1fn_x4", np.dtype(np.uint16), "x", 16, 2),
+    DTypeInfo("float8_e8m0fnu", float8_e8m0fnu, "x", 8, 1, 8, 0),
 ]}
+
+MX_X4 = ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
 
 PUBLIC: dict[str, np.dtype] = {
     "float32": float32, "tfloat32": tfloat32, "bfloat16": bfloat16, "float16": float16,
     "float8_e4m3": float8_e4m3, "float8_e4m3fn": float8_e4m3fn, "float8_e5m2": float8_e5m2,
     "int8": int8, "int16": int16, "int32": int32, "uint8": uint8, "uint16": uint16,
     "uint32": uint32, "bool": bool_,
+    "float8_e4m3fn_x4": float8_e4m3fn_x4, "float8_e5m2_x4": float8_e5m2_x4,
+    "float4_e2m1fn_x4": float4_e2m1fn_x4, "float8_e8m0fnu": float8_e8m0fnu,
 }
 
 _ALIASES = {"fp32": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
@@ -126,6 +148,11 @@ def is_float(name: str) -> bool:
     return INFO[name].kind == "f"
 
 
+def is_packed(name: str) -> bool:
+    """An MX container dtype (kind 'x'): bit copies and the MX instructions only."""
+    return INFO[name].kind == "x"
+
+
 _FLOAT_RANK = {"float8_e4m3": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
                "bfloat16": 2, "float16": 2, "tfloat32": 3, "float32": 4}
 
@@ -160,6 +187,9 @@ def promote(a: str, b: str) -> str:
     """NKI type promotion of two canonical names."""
     if a == b:
         return a
+    if is_packed(a) or is_packed(b):
+        raise UnknownDType(f"{a if is_packed(a) else b} values take part in no arithmetic (an MX container: "
+                           "nisa.quantize_mx writes it, nisa.nc_matmul_mx reads it)")
     fa, fb = is_float(a), is_float(b)
     if fa and fb:
         return _promote_float(a, b)

@@ -98,6 +98,11 @@ _TABLE = [
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("nc_matmul", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate",
      "tensor", "compute", _F, _F, _F, _T, _F, ALL, _T, _F),
+    # MX formats (numerics/mx.py): outs (data, one scale view per quadrant); ins (data, data, scale views...)
+    ("quantize_mx", "fp16/bf16 [P,F] -> x4 fp8 [P,F/4] + one E8M0 scale per 8x4 group, quadrant scale layout",
+     "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),
+    ("nc_matmul_mx", "psum[M,N] (+)= sum over k, q of dequantized stationary[k,m,q] * moving[k,n,q]",
+     "tensor", "compute", _F, _F, _F, _F, _F, ALL, _T, _F),
     ("scalar_tensor_tensor", "out = (in op0 s0) op1 tile1, s0 a scalar or per-partition operand",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("tensor_tensor_scan", "out[:, j] = (d0[:, j] op0 out[:, j-1]) op1 d1[:, j] along the free axis",
@@ -247,7 +252,9 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.lower.llvm.rules_indirect", "nki_lite.lower.cost.rules_indirect",
                  "nki_lite.lower.llvm.rules_matmul",
                  # issue #14: LNC=2 core_barrier / sendrecv
-                 "nki_lite.runtime.interpret_lnc", "nki_lite.lower.llvm.rules_lnc", "nki_lite.lower.cost.rules_lnc")
+                 "nki_lite.runtime.interpret_lnc", "nki_lite.lower.llvm.rules_lnc", "nki_lite.lower.cost.rules_lnc",
+                 # issue #14: MX formats
+                 "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx")
 
 
 def missing_rules() -> list[tuple[str, str]]:

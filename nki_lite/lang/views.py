@@ -23,7 +23,7 @@ Contract:
   storage is NL-E114. Dynamic views (`select(dim, tile)`, `vector_select`, `.ap(scalar_offset= /
   vector_offset=)`) are lang/ops_indirect.IndirectView (DMA only), with their run-time bounds checks.
 - Not built: dtype reinterpretation of on-chip tensors and between dtypes of different element sizes
-  (NL-E904), dynamic offsets of on-chip views (NL-E916), `.indirect` (Trn3 tensor indirection; no method).
+  (NL-E904; except `.ap(dtype=<MX x4 dtype>)` of a read-only kernel input, whose pattern counts x4 elements), dynamic offsets of on-chip views (NL-E916), `.indirect` (Trn3 tensor indirection; no method).
 """
 from __future__ import annotations
 
@@ -162,19 +162,54 @@ def _alias(t: Tile, root: ir.Buffer, shape, dtype: str) -> ir.Buffer:
                                    root.name, loc=capture_loc(), hbm_kind=root.hbm_kind))
 
 
-def _same_size_dtype(t: Tile, dtype, what: str) -> str | None:
+def _same_size_dtype(t: Tile, dtype, what: str, resize: bool = False) -> str | None:
+    """The dtype of a reinterpreting HBM view (None: no reinterpretation). With `resize`, an x4 MX
+    container view of a read-only kernel input may change the element size (_resized_view)."""
     if dtype is None:
         return None
     dt = resolve_dtype(dtype, capture_loc())
     if dt == t.dtype_name:
         return None
     a, b = D.INFO[t.dtype_name], D.INFO[dt]
+    if resize and _resizable(t, a, b):
+        return dt
     if _on_chip(t) or a.itemsize != b.itemsize or any(i.bits != 8 * i.itemsize for i in (a, b)):
         raise _err("unsupported", f"{what} reinterpreting {t.dtype_name} as {dt}"
                    f"{' on ' + t.space.value if _on_chip(t) else ''}: only HBM views between dtypes of the same "
                    "element size whose values use every bit are built",
                    "reinterpret the HBM tensor before loading it")
     return dt
+
+
+def _resizable(t: Tile, a, b) -> bool:
+    """An `.ap(dtype=<x4>)` view with another element size (the nki-samples MXFP tutorial views uint8 host
+    data as float4_e2m1fn_x4): built for a kernel input whose bytes the new element size divides; writing
+    that input anywhere is NL-E904 (verify_params rule 10: the analyses compare flat offsets in each view's
+    own elements, so such a tensor may only be read)."""
+    root = _root(t)
+    return (not _on_chip(t) and b.name in D.MX_X4 and a.bits == 8 * a.itemsize and root.kind == "input"
+            and (root.size * a.itemsize) % b.itemsize == 0)
+
+
+def _resized_view(t: Tile, free: Affine, terms: Affine, shape, dt: str) -> Tile:
+    """`.ap` of an HBM tensor as dtype `dt` of another element size: the pattern and offset count `dt`
+    elements from the view's first byte (which must be a whole number of `dt` elements in)."""
+    a, b = D.INFO[t.dtype_name], D.INFO[dt]
+    if not free.is_const or (free.const * a.itemsize) % b.itemsize:
+        raise _err("unsupported", f".ap(dtype={dt}) of a view starting at element `{user_text(free)}` of "
+                   f"{t.dtype_name}: an element-size-changing view must start at a whole {dt} element",
+                   "take the dtype view of the whole tensor and put the offset in its pattern")
+    root = _root(t)
+    flat = Affine(free.const * a.itemsize // b.itemsize) + terms
+    n = root.size * D.INFO[root.dtype].itemsize // b.itemsize
+    tr = t._tracer
+    ext = _extents(t, tuple(int(x) for x in shape))
+    lo, hi = flat.bounds(ext) if not (flat.vars() - set(ext)) else (0, 0)
+    if lo < 0 or hi >= n:
+        raise _err("out_of_bounds", f"the view reaches outside '{root.name}': {dt} element offsets range over "
+                   f"[{lo}, {hi}], outside [0, {n - 1}]", "fix the pattern's nums / steps or the offset")
+    alias = _alias(t, root, (n,), dt)
+    return Tile(tr, ir.Access(alias.name, (flat,), tuple(int(x) for x in shape)), dt)
 
 
 # ---------------------------------------------------------------- .ap
@@ -201,7 +236,7 @@ def ap(t: Tile, pattern, offset=None, scalar_offset=None, vector_offset=None, in
        dtype=None) -> Tile:
     """NkiTensor.ap: the view `storage[offset + sum(step_k * i_k)]` over i_k in [0, num_k)."""
     pat = _pattern(pattern)
-    dt = _same_size_dtype(t, dtype, ".ap(dtype=...)")
+    dt = _same_size_dtype(t, dtype, ".ap(dtype=...)", resize=True)
     shape = tuple(n for _, n in pat)
     part, free = _linear(t)
     at0 = {axis_var(k): 0 for k in range(t.ndim)}
@@ -216,6 +251,11 @@ def ap(t: Tile, pattern, offset=None, scalar_offset=None, vector_offset=None, in
     if not _on_chip(t):
         for k, (step, _) in enumerate(pat):
             terms = terms + Affine.var(axis_var(k), step)
+        if dt is not None and D.INFO[dt].itemsize != D.INFO[t.dtype_name].itemsize:
+            if scalar_offset is not None or vector_offset is not None:
+                raise _err("nki_argument_not_built", ".ap with a dynamic offset and an element-size-changing dtype "
+                           "is not built")
+            return _resized_view(t, free.subst(at0), extra + terms, shape, dt)
         flat = free.subst(at0) + extra + terms
         if scalar_offset is not None or vector_offset is not None:
             return _dynamic_ap(t, flat, shape, scalar_offset, vector_offset, indirect_dim, dt)

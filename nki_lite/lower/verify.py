@@ -12,18 +12,19 @@ capacity, outputs never written). Partial output coverage is a warning (`OutputC
 not an error. Validation uses explicit raises only (no `assert`), so it holds under `python -O`.
 
 Rule families live in verify_tiles (1, 2), verify_matmul (3, 4), verify_memory (5, 6),
-verify_bounds (7, 8), verify_deps (9) and verify_params (10, 11); shared machinery (program sites,
+verify_bounds (7, 8), verify_deps (9), verify_params (10, 11) and verify_mx (12); shared machinery (program sites,
 the exact integer range solver, naming) in verify_common.
 """
 from __future__ import annotations
 
 from ..core.ir import Kernel
-from . import verify_bounds, verify_deps, verify_matmul, verify_memory, verify_params, verify_tiles
+from . import verify_bounds, verify_deps, verify_matmul, verify_memory, verify_mx, verify_params, verify_tiles
 from .verify_common import Ctx
 from .verify_params import OutputCoverageWarning  # noqa: F401  (public: nki_lite.lower.verify.OutputCoverageWarning)
 
 _PER_INSTRUCTION = (
     verify_memory.check_spaces,        # rule 6
+    verify_mx.check_mx_dtypes,         # rule 12 (MX containers)
     verify_matmul.check_matmul,        # rule 3
     verify_tiles.check_free_size,      # rule 2 (before rule 1: a too-large transpose is a free-size error)
     verify_tiles.check_partition,      # rule 1

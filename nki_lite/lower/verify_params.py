@@ -1,7 +1,8 @@
 """Verifier rules 10 and 11: writes to immutable parameters, outputs that are never written.
 
 Rule 10 (immutable_parameter): an instruction whose output is a kernel input (or an HBM view of
-one) that is not annotated nt.mutable_tensor.
+one) that is not annotated nt.mutable_tensor; a write to a tensor read through an element-size-changing
+view (MX x4 `.ap(dtype=)`) is NL-E904.
 Rule 11 (output_not_written): a returned HBM output (created in the kernel) that no executed
 instruction writes: no write at all, writes only inside loops with zero iterations, or only
 writes whose mask is never true. Partial coverage is a warning (OutputCoverageWarning, re-exported by verify) when
@@ -13,6 +14,7 @@ from __future__ import annotations
 import warnings
 
 from .. import errors
+from ..core import dtypes as D
 from ..core.ir import Space
 from ..core.ops import dynamic_access
 from .analysis.coverage import Write, uncovered
@@ -32,6 +34,12 @@ def check_immutable(ctx: Ctx, site) -> None:
         if b.space != Space.HBM:
             continue
         root = ctx.root(acc.buffer)
+        if root.name in _resized_roots(ctx):
+            raise errors.make(
+                "unsupported",
+                f"'{instr.op}' writes '{root.name}', which the kernel reads through a view of another element size "
+                "(.ap(dtype=<x4 dtype>)): writing such a tensor is not built",
+                loc=instr.loc, hint="write the results to a separate output tensor")
         if root.kind == "input" and not root.mutable:
             via = f" (through the view '{b.name}')" if b.name != root.name else ""
             raise errors.make(
@@ -42,6 +50,14 @@ def check_immutable(ctx: Ctx, site) -> None:
                 hint=f"write a new output instead (out = nl.ndarray({root.name}.shape, dtype={root.name}.dtype, "
                      f"buffer=nl.shared_hbm) ... return out), or annotate the parameter "
                      f"`{root.name}: nt.mutable_tensor` and return it")
+
+
+def _resized_roots(ctx: Ctx) -> set[str]:
+    """Roots some HBM view reinterprets with another element size (lang/views.py `_resized_view`): the
+    analyses compare flat offsets in each view's own elements, so such a tensor is only read."""
+    k = ctx.kernel
+    return {ctx.root(b.name).name for b in k.buffers if b.base is not None
+            and D.itemsize(b.dtype) != D.itemsize(ctx.root(b.name).dtype)}
 
 
 def check_outputs(ctx: Ctx) -> None:

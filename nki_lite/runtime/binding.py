@@ -220,7 +220,10 @@ def call_result(kernel: ir.Kernel, results: dict, arguments: dict):
     for name in kernel.outputs:
         b = kernel.buffer(name)
         if b.kind == "input" and b.mutable and name in arguments and results[name] is not arguments[name]:
-            np.copyto(arguments[name], results[name])
+            dst = arguments[name]
+            if D.is_packed(b.dtype) and dst.dtype != results[name].dtype:   # an MX x4 array: its storage's bits
+                dst = dst.view(results[name].dtype)
+            np.copyto(dst, results[name])
     returned = kernel.outputs[:len(kernel.outputs) - len(kernel.written_back)]
     outs = as_returned(kernel, tuple(results[n] for n in returned))
     if kernel.return_kind == "none":

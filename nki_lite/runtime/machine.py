@@ -65,7 +65,7 @@ class Machine:
         for b in kernel.buffers:
             if b.base is not None:
                 # a reshape or a same-size dtype view (tensor.view): the same bytes, the view's dtype
-                self.mem[b.name] = self.mem[b.base].reshape(b.shape).view(D.storage(b.dtype))
+                self.mem[b.name] = self.mem[b.base].reshape(-1).view(D.storage(b.dtype)).reshape(b.shape)
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
         arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)

@@ -559,7 +559,7 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
     (the disk cache checks a stored entry's metadata against them)."""
     from . import rules_common, rules_compute, rules_data, rules_gather, rules_matmul, rules_reduce  # noqa: F401
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
-    from . import rules_indirect  # noqa: F401 - indirect DMA, dynamic copies
+    from . import rules_indirect, rules_mx  # noqa: F401 - indirect DMA, dynamic copies; MX formats
     em = Emitter(run_backend(kernel, "llvm")[0], debug)
     return em.arg_buffers, em.arena_bytes
 
@@ -567,7 +567,7 @@ def layout_of(kernel: ir.Kernel, debug: bool = False) -> tuple[tuple[str, ...], 
 def generate(kernel: ir.Kernel, debug: bool = False, vectorize: bool = True) -> Generated:
     from . import rules_common, rules_compute, rules_data, rules_gather, rules_matmul, rules_reduce  # noqa: F401
     from . import rules_partition, rules_rng, rules_select  # noqa: F401 - issue #13 batch 1
-    from . import rules_indirect  # noqa: F401 - indirect DMA, dynamic copies
+    from . import rules_indirect, rules_mx  # noqa: F401 - indirect DMA, dynamic copies; MX formats
     prepared, origin = run_backend(kernel, "llvm")
     gen = Emitter(prepared, debug, vectorize, origin).generate()
     gen.plan = launch_plan.build(kernel, debug, gen)     # what the runtime executes (never re-derives)

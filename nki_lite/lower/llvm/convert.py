@@ -47,6 +47,8 @@ STORAGE_LLVM: dict[str, str] = {
     "float8_e4m3": "i8", "float8_e4m3fn": "i8", "float8_e5m2": "i8",
     "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
     "bool": "i8",
+    # MX containers (raw bits; numerics/mx.py, lower/llvm/rules_mx.py)
+    "float8_e4m3fn_x4": "i32", "float8_e5m2_x4": "i32", "float4_e2m1fn_x4": "i16", "float8_e8m0fnu": "i8",
 }
 
 FLOAT_NAMES = ("float32", "tfloat32", "bfloat16", "float16",

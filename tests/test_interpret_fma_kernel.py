@@ -62,6 +62,42 @@ def test_compiled_chain_matches_numpy_chain(seed, K, M, N, start, kind):
     _same(acc, acc_before, "the caller's accumulator is not written")
 
 
+@pytest.mark.skipif(not fma_kernel.available(), reason="llvmlite cannot compile here")
+@pytest.mark.parametrize("M", [1, 2, 3, 4, 5, 7, 9])
+@pytest.mark.parametrize("N", [1, 31, 32, 33, 64, 95, 97])
+@pytest.mark.parametrize("kind", ["normal", "specials"])
+def test_compiled_chain_block_boundaries(M, N, kind):
+    """Every split of the blocked routine: rows in groups of four and a short last group (its missing
+    rows clamped to the last one),
+    columns in 32-wide blocks and the scalar tail, a 1-long chain and one starting late."""
+    rng = np.random.default_rng(M * 1000 + N)
+    for K, start in ((1, 0), (7, 0), (7, 6), (40, 3)):
+        s, m, acc = _data(rng, (K, M), kind), _data(rng, (K, N), kind), _data(rng, (M, N), kind)
+        _same(fma_kernel.fma_chain_f32(s, m, acc, start), fma_outer_chain_f32(s, m, acc, start),
+              f"{kind} K{K} M{M} N{N} start{start}")
+
+
+def test_compiled_routine_builds():
+    """llvmlite is a dependency: the hand-written IR must compile (a broken IR would otherwise fall
+    back to the numpy chain silently, every result right and 30x slower)."""
+    fma_kernel._STATE.pop("fn", None)
+    assert fma_kernel.available()
+
+
+def test_overwrite_reuses_the_accumulator_only_when_allowed():
+    rng = np.random.default_rng(5)
+    s, m, acc = (_data(rng, sh, "normal") for sh in ((9, 6), (9, 40), (6, 40)))
+    want = fma_outer_chain_f32(s, m, acc, 0)
+    kept = acc.copy()
+    got = fma_kernel.fma_chain_f32(s, m, kept, 0, overwrite=True)
+    assert got is kept
+    _same(got, want)
+    view = acc.T.copy().T                          # not C-contiguous: copied, left untouched
+    before = view.copy()
+    _same(fma_kernel.fma_chain_f32(s, m, view, 0, overwrite=True), want)
+    _same(view, before)
+
+
 def test_compiled_chain_midpoints_need_single_rounding():
     """a*b + c where the float64 sum lands on a float32 midpoint: double rounding would give 1.0."""
     a, b = F32(24929 * 2.0 ** -15), F32(673 * 2.0 ** -9)      # a*b = 1 + 2**-24 exactly
@@ -94,6 +130,57 @@ def test_fallback_without_compiled_routine_gives_same_bits(monkeypatch):
     assert not fma_kernel.available()
     _same(fma_kernel.fma_chain_f32(s, m, acc, 0), want)
     _same(want, fma_outer_chain_f32(s, m, acc, 0))
+
+
+# ------------------------------------------------------------------ narrower operands in the compiled chain
+
+
+@pytest.mark.parametrize("dt, scale, chained", [
+    ("bfloat16", 1.0, True),            # products in the normal range
+    ("bfloat16", 2.0 ** -70, False),    # subnormal products: rounded, so the numpy chain
+    ("bfloat16", 2.0 ** 66, False),     # products of 2^128 and more overflow
+    ("float16", 1.0, True),
+    ("float16", 2.0 ** -14, True),      # fp16's subnormals and its largest values: fp16 x fp16
+    ("float16", 2.0 ** 15, True),       # products are always normal in fp32
+])
+def test_narrow_matmul_uses_the_chain_only_when_products_are_exact(dt, scale, chained, monkeypatch):
+    """bf16 / fp16 nc_matmul in the interpreter: the unfused definition (oracle.matmul_ref) bit for
+    bit, whether the compiled chain ran (exact products) or the numpy chain (it must not run when a
+    product would be rounded or overflow)."""
+    from nki_lite.runtime import interpret_compute
+    from .oracle import matmul_ref
+    rng = np.random.default_rng(11)
+    K, M, N = 40, 37, 70
+    a = (rng.uniform(-2, 2, (K, M)) * scale).astype(storage(dt))
+    b = (rng.uniform(-2, 2, (K, N)) * scale).astype(storage(dt))
+    a[3, 4] = 0.0
+    b[5, :3] = -0.0
+    calls = []
+    real = interpret_compute._products_exact
+    monkeypatch.setattr(interpret_compute, "_products_exact",
+                        lambda *args: calls.append(real(*args)) or calls[-1])
+
+    @nki.jit
+    def k(a_in, b_in):
+        out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nisa.nc_matmul(nl.load(a_in), nl.load(b_in))))
+        return out
+
+    got = k(a, b, mode="interpret")
+    assert calls == [chained]
+    want = matmul_ref(a, b, fused=False)
+    assert_bits(got, np.where(np.isnan(want), F32(np.nan), want), f"{dt} scale {scale}")
+
+
+def test_products_exact_rules():
+    from nki_lite.runtime.interpret_compute import _products_exact
+    one = np.ones((2, 2), F32)
+    assert _products_exact(one, one, "bfloat16", "bfloat16")
+    assert not _products_exact(one, one, "float32", "bfloat16")        # 24 + 8 significant bits
+    assert _products_exact(np.zeros((2, 2), F32), np.full((2, 2), np.inf, F32), "float16", "float16")
+    assert not _products_exact(one * F32(2.0 ** -64), one * F32(2.0 ** -63), "bfloat16", "bfloat16")
+    assert _products_exact(one * F32(2.0 ** -63), one * F32(2.0 ** -63), "bfloat16", "bfloat16")
+    assert not _products_exact(one * F32(2.0 ** 64), one * F32(2.0 ** 64), "bfloat16", "bfloat16")
 
 
 # ------------------------------------------------------------------ the interpreter against the JIT

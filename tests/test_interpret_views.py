@@ -52,3 +52,32 @@ def test_view_path_equals_general_path_and_jit(case, monkeypatch):
     _general_only(monkeypatch)
     assert_bits(fast, kern(x, mode="interpret"), f"{case}: view path vs general path")
 
+
+
+def test_all_true_mask_takes_the_view_path(monkeypatch):
+    """A mask that selects every element at this iteration (a ragged loop's full tiles) evaluates to
+    None, so its accesses are views; the ragged last tile keeps its mask and the general path. The
+    bits agree with the general path everywhere and the unwritten tail stays NaN."""
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((300, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            ip, jf = nl.arange(128)[:, None], nl.arange(8)[None, :]
+            live = (i * 128 + ip < 300)
+            t = nl.load(x[i * 128 + ip, jf], mask=live)
+            nl.store(out[i * 128 + ip, jf], nl.multiply(t, 2.0, mask=live), mask=live)
+        return out
+
+    x = np.random.default_rng(2).standard_normal((300, 8)).astype(np.float32)
+    general = []
+    real = machine.Machine._indices
+    monkeypatch.setattr(machine.Machine, "_indices",
+                        lambda self, acc, env, mask, instr: general.append(env.get("i0", env)) or
+                        real(self, acc, env, mask, instr))
+    got = k(x, mode="interpret")
+    assert general and all(i == 2 for i in general), general     # only the ragged tile's accesses
+    assert_bits(got, (x * np.float32(2)).astype(np.float32))
+    monkeypatch.setattr(machine.Machine, "eval_mask",
+                        lambda self, instr, env, shape: None if instr.mask is None else instr.mask.evaluate(env, shape))
+    _general_only(monkeypatch)
+    assert_bits(k(x, mode="interpret"), got)

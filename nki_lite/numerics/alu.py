@@ -123,11 +123,42 @@ def reduce_fp32(op: str, x: np.ndarray) -> np.ndarray:
     j, j+16, j+32, ... in increasing order starting from the identity; then lanes combine by a
     halving tree (lanes[0:8] op lanes[8:16], then [0:4] op [4:8], ...). Max/min are
     order-independent anyway; add and multiply are not, which is why the order is fixed.
+
+    Max/min are computed with one numpy reduction (`_extremum`, the same bits as the loop
+    `_reduce_lanes`; pinned by tests/test_alu_reduce.py); the others run the loop.
     """
+    x = np.asarray(x)
+    if op in ("maximum", "minimum") and x.dtype == F32 and x.shape[-1] > 0:
+        return _extremum(op, x)
+    return _reduce_lanes(op, x)
+
+
+def _tree(fn, acc: np.ndarray) -> np.ndarray:
+    w = acc.shape[-1]
+    while w > 1:
+        w //= 2
+        acc = fn(acc[..., :w], acc[..., w:2 * w])
+    return acc[..., 0]
+
+
+def _extremum(op: str, x: np.ndarray) -> np.ndarray:
+    """IEEE maximum / minimum over the last axis (n >= 1): canonical NaN if any element is NaN,
+    +0 above -0; what `_max` / `_min` folded in any order give."""
+    with np.errstate(invalid="ignore"):
+        r = (np.max if op == "maximum" else np.min)(x, axis=-1)      # NaN-propagating
+        zero = r == 0
+        if zero.any():        # numpy picks either zero: the result is +0 (max) / -0 (min) iff one is there
+            want = np.uint32(0) if op == "maximum" else np.uint32(0x80000000)
+            hit = np.any(x.view(np.uint32) == want, axis=-1)
+            r = np.where(zero, np.where(hit, want, want ^ np.uint32(0x80000000)).view(F32), r)
+        return np.where(np.isnan(r), _NAN, r).astype(F32)
+
+
+def _reduce_lanes(op: str, x: np.ndarray) -> np.ndarray:
+    """reduce_fp32's order as the plain loop over 16-element chunks (any op, any length)."""
     fn = FP32[op]
-    n = x.shape[-1]
     lanes = REDUCE_LANES
-    pad = (-n) % lanes
+    pad = (-x.shape[-1]) % lanes
     if pad:
         ident = np.full(x.shape[:-1] + (pad,), REDUCE_IDENTITY[op], dtype=F32)
         x = np.concatenate([x, ident], axis=-1)
@@ -135,11 +166,7 @@ def reduce_fp32(op: str, x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         for k in range(0, x.shape[-1], lanes):
             acc = fn(acc, x[..., k:k + lanes])
-        w = lanes
-        while w > 1:
-            w //= 2
-            acc = fn(acc[..., :w], acc[..., w:2 * w])
-    return acc[..., 0]
+        return _tree(fn, acc)
 
 
 def reduce_int(op: str, x: np.ndarray) -> np.ndarray:

@@ -35,7 +35,9 @@ F32 = np.float32
 
 def finish(x: np.ndarray, dtype: str) -> np.ndarray:
     if x.dtype == np.float32:
-        x = np.where(np.isnan(x), F32("nan"), x)
+        nan = np.isnan(x)
+        if nan.any():            # most results have none: skip the select and its new array
+            x = np.where(nan, F32("nan"), x)
     return round_to(x, dtype)
 
 
@@ -55,8 +57,8 @@ def is_int(m: Machine, operands, out: ir.Access) -> bool:
 def value(m: Machine, o, env, instr, as_int: bool, mask=None):
     if isinstance(o, ir.Imm):
         return np.int64(o.value) if as_int else F32(o.value)
-    v = m.read(o, env, instr, mask)
-    return v.astype(np.int64) if as_int else v.astype(F32)
+    v = m.read(o, env, instr, mask)      # a fresh array (Machine.read): no second copy needed
+    return v.astype(np.int64, copy=False) if as_int else v.astype(F32, copy=False)
 
 
 def alu_step(name: str, a, b, as_int: bool, reverse: bool = False, width: int = 64):

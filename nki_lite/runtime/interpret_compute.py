@@ -6,7 +6,10 @@ Numerics (docs/numerics.md) beyond interpret_common's:
 - Matmul: per output element, acc starts as the first product (or the PSUM value when
   accumulating) and adds products in k order, each step rounded to fp32; with fp32 inputs each
   step is an exactly-rounded FMA (runtime/fma_kernel.py's compiled chain, bit-identical to the
-  numpy definition numerics/fma.py). Products of narrower formats are exact in fp32.
+  numpy definition numerics/fma.py). Products of narrower formats are exact in fp32 when they
+  land in its normal range, and then round(acc + a*b) is fma(a, b, acc): such chains run in the
+  compiled FMA loop too (`_products_exact` decides from the dtypes and the operands' magnitudes),
+  the others in the numpy chain.
 - tensor_tensor_scan: strictly sequential along the free axis, each op rounded to fp32; the carry
   is the fp32 value (not the rounded output); masked-off positions pass the carry through.
 """
@@ -41,7 +44,7 @@ def _activation(m, instr, env):
     dst = instr.out
     mask = m.eval_mask(instr, env, dst.shape)
     ins = list(instr.ins)
-    x = m.read(ins.pop(0), env, instr, mask).astype(F32)
+    x = m.read(ins.pop(0), env, instr, mask).astype(F32, copy=False)
     with np.errstate(all="ignore"):
         scale = instr.attr("scale")
         if scale == "tile":
@@ -143,22 +146,55 @@ def _scan(m, instr, env):
 def _nc_matmul(m, instr, env):
     dst = instr.out
     s_acc, mv_acc = instr.ins
-    s = m.read(s_acc, env, instr).astype(F32)      # [K, M]
-    mv = m.read(mv_acc, env, instr).astype(F32)    # [K, N]
+    s = m.read(s_acc, env, instr).astype(F32, copy=False)      # [K, M] (reads are fresh arrays)
+    mv = m.read(mv_acc, env, instr).astype(F32, copy=False)    # [K, N]
     fused = m.dtype_of(s_acc) == "float32" or m.dtype_of(mv_acc) == "float32"
     K = s.shape[0]
     with np.errstate(all="ignore"):
         if instr.attr("accumulate"):
-            acc = m.read(dst, env, instr).astype(F32)
+            acc = m.read(dst, env, instr).astype(F32, copy=False)
             start = 0
         else:
             acc = (s[0][:, None] * mv[0][None, :]).astype(F32)
             start = 1
-        if fused:           # fp32 operands: one fused multiply-add per step (numerics/fma.py);
-            # the compiled chain (runtime/fma_kernel.py, independent of the JIT) is the same bits
-            # ~40x faster; the numpy chain is the fallback without llvmlite
+        # fp32 operands: one fused multiply-add per step (numerics/fma.py); the compiled chain
+        # (runtime/fma_kernel.py, independent of the JIT) is the same bits, far faster; the numpy
+        # chain is the fallback without llvmlite. Exact narrower products: the same chain.
+        chain = fused or _products_exact(s, mv, m.dtype_of(s_acc), m.dtype_of(mv_acc))
+        if chain:
             from .fma_kernel import fma_chain_f32
-            acc = fma_chain_f32(s, mv, acc, start)
-        for k in range(start, K) if not fused else ():
+            acc = fma_chain_f32(s, mv, acc, start, overwrite=True)     # acc is this rule's own array
+        for k in range(start, K) if not chain else ():
             acc = (acc + s[k][:, None] * mv[k][None, :]).astype(F32)
     m.write(dst, env, finish(acc, m.dtype_of(dst)), instr)
+
+
+def _precision(dtype: str) -> int:
+    """Significant bits of a value of `dtype` (integers: all their bits, a safe upper bound)."""
+    info = D.INFO[dtype]
+    return info.man_bits + 1 if info.kind == "f" else info.bits
+
+
+_FP32 = np.finfo(np.float32)
+_NORMAL_MIN, _FP32_MAX = float(_FP32.smallest_normal), float(_FP32.max)
+
+
+def _magnitudes(x: np.ndarray):
+    """(smallest, largest) |x| over the finite non-zero elements, or None if there are none."""
+    a = np.abs(x)
+    a = a[np.isfinite(a) & (a != 0)]
+    return (float(a.min()), float(a.max())) if a.size else None
+
+
+def _products_exact(s: np.ndarray, mv: np.ndarray, sdt: str, mdt: str) -> bool:
+    """Is every product s[k, i] * mv[k, j] exact in fp32? Then the unfused step round(acc + round(a*b))
+    is round(acc + a*b), which is fma(a, b, acc) bit for bit (infinities, NaN, zeros and signed zeros
+    included: both follow IEEE for the same exact product). True when the significands fit in fp32's
+    24 bits together (bf16 x bf16: 16, fp16 x fp16: 22, fp8, tf32) and every finite non-zero product
+    is in fp32's normal range (a subnormal product would be rounded; one above fp32's largest overflows)."""
+    if _precision(sdt) + _precision(mdt) > 24:
+        return False
+    ms, mm = _magnitudes(s), _magnitudes(mv)
+    if ms is None or mm is None:         # every product is 0, inf or NaN: exact
+        return True
+    return ms[0] * mm[0] >= _NORMAL_MIN and ms[1] * mm[1] <= _FP32_MAX

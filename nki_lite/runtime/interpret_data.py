@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 @rule("interpret", "alloc")
 def _alloc(m: Machine, instr: ir.Instr, env) -> None:
-    fill_uninit(m.mem[instr.out.buffer], m.dtype_of(instr.out))
+    name = instr.out.buffer
+    if name in m.mem:          # a live tile allocated again: its old contents become uninitialised
+        fill_uninit(m.mem[name], m.dtype_of(instr.out))
+    else:                      # first touch creates it already filled (Machine.new_array): not twice
+        m.mem[name]
 
 
 @rule("interpret", "dma_copy", "tensor_copy")

@@ -54,6 +54,12 @@ class Machine:
         self.buffers = kernel.buffer_map
         self.mem: dict[str, np.ndarray] = _Memory(self)
         self.dead_after = analysis.of(kernel).liveness.free_after     # id(node) -> tiles dead once it ran
+        self._plans: dict[int, tuple] = {}          # id(access) -> (access, its `_plan`)
+        viewed = {b.base for b in kernel.buffers if b.base is not None}
+        self._reusable = {b.name for b in kernel.buffers           # tiles whose arrays `release` keeps
+                          if b.space != ir.Space.HBM and b.base is None and b.name not in viewed}
+        self._spare: dict[tuple, list[np.ndarray]] = {}            # (shape, dtype) -> released arrays
+        self._spare_bytes = 0
         for b in kernel.buffers:
             if b.space == ir.Space.HBM and b.base is None:
                 if b.kind == "input":
@@ -68,9 +74,29 @@ class Machine:
                 self.mem[b.name] = self.mem[b.base].reshape(-1).view(D.storage(b.dtype)).reshape(b.shape)
 
     def new_array(self, b: ir.Buffer) -> np.ndarray:
-        arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
+        # keyed by the dtype object: custom dtypes (ml_dtypes' float8 kinds) share a `.str`
+        spare = self._spare.get((tuple(b.shape), np.dtype(D.storage(b.dtype))))
+        if spare:
+            arr = spare.pop()
+            self._spare_bytes -= arr.nbytes
+        else:
+            arr = hostmem.empty(b.shape, D.storage(b.dtype), f"'{b.name}' {b.shape} ({b.dtype})", b.loc)
         fill_uninit(arr, b.dtype)
         return arr
+
+    def release(self, name: str) -> None:
+        """Drop a dead on-chip tile. Its array is kept (up to SPARE_BYTES in all) for the next tile
+        of the same shape and dtype: `new_array` fills it afresh, and reusing memory spares the
+        allocation and the page faults of a new one (a tile allocated in a loop body is dropped and
+        made again every iteration). Only tiles nothing else can reference are kept: no view is
+        made of them, and every read returns a copy."""
+        arr = self.mem.pop(name, None)
+        if (arr is not None and name in self._reusable and arr.base is None
+                and self._spare_bytes + arr.nbytes <= self.SPARE_BYTES):
+            self._spare.setdefault((arr.shape, arr.dtype), []).append(arr)
+            self._spare_bytes += arr.nbytes
+
+    SPARE_BYTES = 1 << 28
 
     # ---- execution
     def run(self) -> None:
@@ -78,7 +104,7 @@ class Machine:
             env = {f"pid{k}": v for k, v in enumerate(pid)}
             for b in self.kernel.buffers:        # private on-chip / private HBM per program
                 if b.space != ir.Space.HBM:
-                    self.mem.pop(b.name, None)       # made fresh on first touch
+                    self.release(b.name)             # made fresh on first touch
                 elif b.kind == "local" and b.hbm_kind != "shared_hbm":
                     self.mem[b.name] = self.new_array(b)
             self.exec(self.kernel.body, env)
@@ -90,7 +116,7 @@ class Machine:
             else:
                 self.step(n, env)
             for name in self.dead_after.get(id(n), ()):
-                self.mem.pop(name, None)
+                self.release(name)
 
     # Hooks overridden by runtime/debug_checks.py (program and iteration order, per-instruction checks).
     def programs(self):
@@ -131,62 +157,95 @@ class Machine:
         return tuple(idx)
 
     def eval_mask(self, instr: ir.Instr, env, shape) -> np.ndarray | None:
+        """The instruction's mask at these loop values, or None when it selects every element: a
+        true-everywhere mask means what no mask means in every rule (the bounds checks see the same
+        elements), and None lets the accesses take the strided-view path (`_slices`), e.g. the
+        full tiles of a loop whose last tile is ragged."""
         m: Mask | None = instr.mask
-        return None if m is None else m.evaluate(env, shape)
+        if m is None:
+            return None
+        v = m.evaluate(env, shape)
+        return None if v.all() else v
 
     def _slices(self, acc: ir.Access, env, mask, for_write: bool):
         """The access as basic indexing (a strided view, no index arrays) when that is the same
         elements in the same order: no mask, no indirect indices, each dimension's index uses at
         most one tile axis, each tile axis at most one dimension, in ascending order, every index in
         bounds (else None: the general path checks and reports). Returns (index tuple, view shape
-        before broadcasting to acc.shape)."""
+        before broadcasting to acc.shape). What does not depend on the loop values is worked out
+        once per access (`_plan`); here only the starts and the bounds are computed."""
         if mask is not None or getattr(acc, "resolved", None) is not None:
             return None
+        plan = self._plan(acc)
+        if plan is None or (for_write and plan[2] is None):
+            return None            # (for a write: an axis no dimension uses, many values to one element)
+        idx = []
+        for start, terms, step, n, lim in plan[0]:
+            for k, v in terms:
+                start += v * env[k]
+            if step is None:
+                if not 0 <= start < lim:
+                    return None
+                idx.append(start)
+                continue
+            end = start + step * (n - 1)
+            if not (0 <= start < lim and 0 <= end < lim):
+                return None
+            stop = end + (1 if step > 0 else -1)
+            idx.append(slice(start, stop if stop >= 0 else None, step))
+        return tuple(idx), plan[1]
+
+    def _plan(self, acc: ir.Access):
+        """`_slices`' loop-independent part, cached by access (the object is kept with its plan, so
+        a new access that reuses a dead one's id is planned afresh): per dimension (constant,
+        loop-variable terms, step or None for no tile axis, axis length, dimension size), the
+        view shape, and the written view's shape (None when the access cannot be written so)."""
+        hit = self._plans.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        plan = self._make_plan(acc)
+        self._plans[id(acc)] = (acc, plan)
+        return plan
+
+    def _make_plan(self, acc: ir.Access):
         shape = acc.shape
         lims = self.buffers[acc.buffer].shape
         if len(acc.index) != len(lims):
             return None
-        idx, vshape, last = [], [1] * len(shape), -1
+        dims, vshape, last = [], [1] * len(shape), -1
         for e, lim in zip(acc.index, lims):
-            start, axis, step = e.const, None, 0
+            axis, step, terms = None, None, []
             for k, v in e.terms:
                 if is_axis_var(k):
                     if axis is not None:
                         return None
                     axis, step = axis_of(k), v
                 else:
-                    start += v * env[k]
-            if axis is None:
-                if not 0 <= start < lim:
+                    terms.append((k, v))
+            if axis is not None:
+                if axis <= last or shape[axis] == 0:
                     return None
-                idx.append(start)
-                continue
-            if axis <= last:
-                return None
-            last = axis
-            n = shape[axis]
-            end = start + step * (n - 1)
-            if n == 0 or not (0 <= start < lim and 0 <= end < lim):
-                return None
-            stop = end + (1 if step > 0 else -1)
-            idx.append(slice(start, stop if stop >= 0 else None, step))
-            vshape[axis] = n
-        if for_write and any(v != s for v, s in zip(vshape, shape)):
-            return None            # an axis no dimension uses: many values to one element
-        return tuple(idx), tuple(vshape)
+                last = axis
+                vshape[axis] = shape[axis]
+            dims.append((e.const, tuple(terms), step, 1 if axis is None else shape[axis], lim))
+        vshape = tuple(vshape)
+        wshape = tuple(d[3] for d in dims if d[2] is not None) if vshape == tuple(shape) else None
+        return tuple(dims), vshape, wshape
 
     def read(self, acc: ir.Access, env, instr: ir.Instr, mask=None) -> np.ndarray:
         fast = self._slices(acc, env, mask, False)
         if fast is not None:       # a copy, as fancy indexing returns: rules may modify what they read
             view = self.mem[acc.buffer][fast[0]].reshape(fast[1])
-            return np.array(np.broadcast_to(view, acc.shape))
+            return np.array(view if fast[1] == acc.shape else np.broadcast_to(view, acc.shape))
         return self.mem[acc.buffer][self._indices(acc, env, mask, instr)]
 
     def write(self, acc: ir.Access, env, values: np.ndarray, instr: ir.Instr, mask=None) -> None:
         arr = self.mem[acc.buffer]
         fast = self._slices(acc, env, mask, True)
         if fast is not None:
-            arr[fast[0]] = np.broadcast_to(values, acc.shape).reshape(arr[fast[0]].shape)
+            if getattr(values, "shape", None) != acc.shape:
+                values = np.broadcast_to(values, acc.shape)
+            arr[fast[0]] = values.reshape(self._plan(acc)[2])
             return
         idx = self._indices(acc, env, mask, instr)
         values = np.broadcast_to(values, acc.shape)

@@ -1,10 +1,12 @@
 """A/B of the JIT matmul micro-kernel's register block and group depth, in one process (prints; never asserts).
 
-    python benchmarks/matmul_variants.py [--n 2048] [--reps 9] [--fp8] LANES,MR,NR:KC ...
+    python benchmarks/matmul_variants.py [--n 2048] [--reps 9] [--fp8] LANES,MR,NR:KC[:nofwd] ...
     e.g. OPENBLAS_NUM_THREADS=1 python benchmarks/matmul_variants.py 16,8,3:512 16,12,2:256
+         OPENBLAS_NUM_THREADS=1 python benchmarks/matmul_variants.py 16,12,2:256 16,12,2:256:nofwd
 
 Each variant (matmul_kernel.Geometry(LANES, MR, NR) and matmul_chain.KC) compiles stdlib.matmul's kernel
-(or matmul_fp8's with --fp8) afresh; then the variants and numpy run interleaved, `--reps` rounds, each
+(or matmul_fp8's with --fp8) afresh (`:nofwd`: without forwarding loads to nc_matmul operands, pass
+forward-loads, so the B panel is copied HBM -> SBUF as traced); then the variants and numpy run interleaved, `--reps` rounds, each
 call timed in CPU time (time.process_time: on a machine shared with other jobs, wall time counts their
 slices too; with several threads it is the threads' sum). Every variant's output must be bit-identical to
 the first one's (the geometry and KC change the speed only). nki_lite's threads: NKI_LITE_NUM_THREADS
@@ -22,25 +24,28 @@ os.environ.setdefault("NKI_LITE_NUM_THREADS", "1")
 os.environ["NKI_LITE_DISK_CACHE"] = "0"             # every variant is compiled here, never loaded
 
 import nki_lite.stdlib as S  # noqa: E402
+from nki_lite.core.ops import OPS  # noqa: E402
 from nki_lite.lower.llvm import matmul_chain as MC, matmul_kernel as MK  # noqa: E402
 from nki_lite.runtime import jit as J  # noqa: E402
 
 
-def parse(spec: str) -> tuple[MK.Geometry, int]:
-    geom, kc = spec.split(":")
-    return MK.Geometry(*map(int, geom.split(","))), int(kc)
+def parse(spec: str) -> tuple[MK.Geometry, int, bool]:
+    geom, kc, *flags = spec.split(":")
+    return MK.Geometry(*map(int, geom.split(","))), int(kc), "nofwd" not in flags
 
 
 def compile_variant(kir, spec: str):
     """The kernel compiled with this variant's geometry and KC (restored afterwards)."""
-    geom, kc = parse(spec)
-    saved = MK.host_geometry, MC.KC
+    geom, kc, fwd = parse(spec)
+    mm = OPS["nc_matmul"]
+    saved = MK.host_geometry, MC.KC, mm.plain_reads
     MK.host_geometry, MC.KC = (lambda: geom), kc
+    mm.plain_reads = mm.plain_reads and fwd        # the trait forward-loads reads for each reader
     try:
         J.CACHE.clear()
         return J.lookup(kir)[0]
     finally:
-        MK.host_geometry, MC.KC = saved
+        MK.host_geometry, MC.KC, mm.plain_reads = saved
         J.CACHE.clear()
 
 

@@ -31,3 +31,17 @@ def test_variants_agree_bitwise(fp8):
     res = V.run(["16,12,2:256", "8,6,2:128"], n=256, reps=1, fp8=fp8)
     assert set(res) == {"16,12,2:256", "8,6,2:128", "numpy"}
     assert all(same for _, _, same in res.values())
+
+
+def test_nofwd_variant_keeps_the_panel_copy_and_restores_the_trait():
+    import numpy as np
+    import nki_lite.stdlib as S
+    from nki_lite.core.ops import OPS
+    a, b = np.ones((256, 256), np.float32), np.ones((256, 512), np.float32)   # N = 512: the panel load is unmasked
+    call = S.matmul.plan(a, b)
+    kir = call.kernel.trace(*call.args)
+    fwd, nofwd = (V.compile_variant(kir, s).module.llvm_ir for s in ("16,12,2:256", "16,12,2:256:nofwd"))
+    assert fwd != nofwd                                   # the panel's copy loop is emitted only without forwarding
+    assert OPS["nc_matmul"].plain_reads
+    res = V.run(["16,12,2:256", "16,12,2:256:nofwd"], n=256, reps=1, fp8=False)
+    assert all(same for _, _, same in res.values())

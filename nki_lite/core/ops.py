@@ -97,7 +97,7 @@ _TABLE = [
     ("select", "out = cond ? a : b elementwise",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("nc_matmul", "psum[M,N] (+)= stationary[K,M]^T @ moving[K,N], k in order, fp32 accumulate",
-     "tensor", "compute", _F, _F, _F, _F, _F, ALL, _T, _F),
+     "tensor", "compute", _F, _F, _F, _T, _F, ALL, _T, _F),
     # MX formats (numerics/mx.py): outs (data, one scale view per quadrant); ins (data, data, scale views...)
     ("quantize_mx", "fp16/bf16 [P,F] -> x4 fp8 [P,F/4] + one E8M0 scale per 8x4 group, quadrant scale layout",
      "vector", "compute", _F, _F, _F, _F, _F, (), _F, _F),

@@ -20,6 +20,7 @@ from nki_lite.core.ir import walk
 from nki_lite.numerics import mx as MX
 
 from . import markers
+from .nki_tiles import hbm_of
 from .test_nki_dialect import both       # both backends, bit for bit; the JIT's result
 
 HERE, line_of, expect = markers.marker_helpers(__file__)
@@ -173,9 +174,7 @@ def store_psum(ps):
     """PSUM -> SBUF (fp32) -> a new HBM output."""
     o = nl.ndarray(ps.shape, dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=o, src=ps)
-    out = nl.ndarray(ps.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=o)
-    return out
+    return hbm_of(o)
 
 
 @nki.jit(platform_target="trn3")

@@ -15,7 +15,7 @@ import nki_lite.nki.isa as nisa
 import nki_lite.nki.language as nl
 from nki_lite import errors
 
-from .nki_tiles import hbm_of
+from .nki_tiles import hbm_of, sbuf_of
 
 MODES = ["interpret", "jit"]
 RNG = np.random.default_rng(1404)
@@ -149,8 +149,7 @@ def test_read_limit_still_holds_for_distinct_elements():
 @nki.jit
 def abs_max_rows(x):
     """Row abs-max through tensor_scalar_reduce(op0=nl.abs, reduce_op=nl.maximum) (library rmsnorm_quant)."""
-    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
+    xs = sbuf_of(x)
     a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     m = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_scalar_reduce(dst=a, data=xs, op0=nl.abs, operand0=0.0, reduce_op=nl.maximum, reduce_res=m)
@@ -175,8 +174,7 @@ def test_abs_as_an_alu_op(mode, dtype):
 @nki.jit
 def transpose_into_bf16_psum(x, is_transpose: bool):
     """x [K, M] bf16 transposed on the Tensor Engine (identity moving) into a bf16 PSUM tile [M, K]."""
-    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
+    xs = sbuf_of(x)
     ident = nl.shared_identity_matrix(x.shape[0], dtype=x.dtype)
     p = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.psum)
     nisa.nc_matmul(dst=p, stationary=xs, moving=ident, is_transpose=is_transpose)
@@ -233,10 +231,8 @@ def test_an_output_no_core_writes_is_still_nl_e702():
 def plus_constant_file(x, path: str):
     """x plus the contents of a .npy file read by nl.shared_constant(path) (library rotational topk)."""
     c = nl.shared_constant(path)
-    cs = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=cs, src=c)
-    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
+    cs = sbuf_of(c)
+    xs = sbuf_of(x)
     nisa.tensor_tensor(dst=xs, data1=xs, data2=cs, op=nl.add)
     return hbm_of(xs)
 
@@ -257,10 +253,8 @@ def test_shared_constant_of_a_missing_file_names_it(tmp_path):
 @nki.jit
 def gather_per_partition(data, idx):
     """nisa.nc_n_gather from a [P, 3, 8] tile (free dims flattened) at uint32 indices [P, 2, 5]."""
-    ds = nl.ndarray(data.shape, dtype=data.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ds, src=data)
-    ix = nl.ndarray(idx.shape, dtype=idx.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ix, src=idx)
+    ds = sbuf_of(data)
+    ix = sbuf_of(idx)
     out = nl.ndarray(idx.shape, dtype=data.dtype, buffer=nl.sbuf)
     nisa.nc_n_gather(dst=out, data=ds, indices=ix)
     return hbm_of(out)
@@ -358,8 +352,7 @@ def private_scratch_through_views(a, off):
     nisa.dma_copy(dst=buf.reshape((4, 8)), src=init)
     o = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.dma_copy(dst=o, src=off)
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
+    t = sbuf_of(a)
     nisa.dma_copy(dst=buf.ap(pattern=[[4, 2], [1, 4]], offset=4, scalar_offset=o, indirect_dim=0), src=t,
                   oob_mode=nisa.oob_mode.skip)
     s = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.sbuf)
@@ -379,8 +372,7 @@ def test_views_of_a_private_hbm_tensor_share_its_memory(mode):
 @nki.jit
 def compact_3d(x, before):
     """nisa.nonzero_with_count on src [P, 3, 8] and dst [P, 1, 25]: free dims counted row-major."""
-    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xs, src=x)
+    xs = sbuf_of(x)
     r = nl.ndarray(before.shape, dtype=nl.int32, buffer=nl.sbuf)
     nisa.dma_copy(dst=r, src=before)
     nisa.nonzero_with_count(dst=r, src=xs, index_offset=5, padding_val=-3)

@@ -1,8 +1,11 @@
 """A/B of the JIT matmul micro-kernel's register block and group depth, in one process (prints; never asserts).
 
     python benchmarks/matmul_variants.py [--n 2048] [--reps 9] [--fp8] LANES,MR,NR:KC[:nofwd] ...
-    e.g. OPENBLAS_NUM_THREADS=1 python benchmarks/matmul_variants.py 16,8,3:512 16,12,2:256
-         OPENBLAS_NUM_THREADS=1 python benchmarks/matmul_variants.py 16,12,2:256 16,12,2:256:nofwd
+    e.g. env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 \
+             python benchmarks/matmul_variants.py 16,8,3:512 16,12,2:256 16,12,2:256:nofwd
+
+It prints the CPU model, the BLAS library and core type, one core's measured FMA peak and both thread counts
+first (benchmarks/machine.py's header), as every benchmark table here does.
 
 Each variant (matmul_kernel.Geometry(LANES, MR, NR) and matmul_chain.KC) compiles stdlib.matmul's kernel
 (or matmul_fp8's with --fp8) afresh (`:nofwd`: without forwarding loads to nc_matmul operands, pass
@@ -16,12 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
 
 os.environ.setdefault("NKI_LITE_NUM_THREADS", "1")
 os.environ["NKI_LITE_DISK_CACHE"] = "0"             # every variant is compiled here, never loaded
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import header, threads_line  # noqa: E402
 
 import nki_lite.stdlib as S  # noqa: E402
 from nki_lite.core.ops import OPS  # noqa: E402
@@ -96,6 +103,8 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--fp8", action="store_true")
     args = ap.parse_args(argv)
+    print(header("stdlib.matmul micro-kernel variants vs numpy (benchmarks/matmul_variants.py)"))
+    print(threads_line(int(os.environ["NKI_LITE_NUM_THREADS"])))
     res = run(args.variants, args.n, args.reps, args.fp8)
     gf = 2 * args.n ** 3 / 1e9
     nmin, nmed, _ = res["numpy"]

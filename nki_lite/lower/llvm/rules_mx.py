@@ -9,6 +9,7 @@ own scale access (lang/isa_mx.py).
 """
 from __future__ import annotations
 
+import math
 import struct
 
 from ...core.affine import axis_var
@@ -32,10 +33,8 @@ def _table(em, key: str, values) -> str:
 
 
 def _free(shape) -> int:
-    n = 1
-    for s in shape[1:]:
-        n *= s
-    return n
+    """Elements per partition (the free axes, read row-major)."""
+    return math.prod(shape[1:])
 
 
 def _lookup(em, table: str, n: int, code_i64: str) -> str:

@@ -15,10 +15,11 @@ piece's `fma` flag is set, else a multiply then an add. The accumulator starts a
 k = 1), and is stored back once, NaN canonicalised. So every element is summed in exactly the order
 of the instructions one by one (runtime/interpret_compute.py `_nc_matmul`), whatever the blocking.
 
-Packing: the operands are first copied, in chain order, into contiguous panels in the caller's
-scratch: PA (outs x depth x M floats: each row block's rows contiguous), PB (depth x N rounded up
-to L floats: each column strip's columns contiguous), shared by every output — so the inner
-loop streams both from cache in order (LLVM_NOTES §1b: packing).
+Packing: the operands are copied, in chain order, into contiguous panels in the caller's scratch:
+PB (depth x N rounded up to L floats: each column strip's columns contiguous) once, shared by every
+output, then, output after output, PA (depth x M floats: each row block's rows contiguous) just
+before that output's blocks read it — so the inner loop streams both from cache in order
+(LLVM_NOTES §1b: packing) and the panel of A is read while it is still in L2.
 
 Blocking: the output is cut into MR x (NR*L) register blocks of `sig.geom` (`Geometry`: L-lane
 vectors, chosen for the host by `host_geometry()` — 12 x 2 zmm with AVX-512, 6 x 2 ymm with AVX2
@@ -39,6 +40,7 @@ from ...core.bits import CANON_NAN
 from .irbuilder import FnBuilder, f32_bits
 
 MAX_LANES = 16        # the widest vector any geometry uses (scratch sizes round N up to it)
+UNROLL = 4            # contraction rows per trip of a register block's k loop
 
 
 @dataclass(frozen=True)
@@ -205,18 +207,20 @@ class _Writer:
             return x * c
         return x if c == 1 else self.b.op(f"mul nsw i64 {x}, {c}")
 
-    def pack_a(self, depth: int, t: int) -> None:
-        """Output t's PA: each row block's [depth, mr] slice of A contiguous at PA + (t*M + r0)*depth."""
+    def pack_a(self, depth: int, a_args: list) -> None:
+        """One output's PA: each row block's [depth, mr] slice of A contiguous at PA + r0*depth.
+        a_args[p] = (pointer, step, row stride) of the output's A in piece p (SSA values)."""
         b, M = self.b, self.sig.M
 
         def body(p, jj, k, kk):
-            src = self.gep(f"%A{p}_{t}", (jj, f"%as{p}_{t}"), (k, f"%ald{p}_{t}"))
+            ap, astep, ald = a_args[p]
+            src = self.gep(ap, (jj, astep), (k, ald))
             for r0, nrow, mr in _rows(M, self.g):
                 vt = f"<{mr} x float>"
                 with b.loop(nrow, "pa") if nrow > 1 else _const(0) as rb:
                     r = self.add(self.mul(rb, mr), r0)
                     v = b.op(f"load {vt}, ptr {self.gep(src, (r, 1))}, align 4")
-                    dst = self.gep("%PA", (r, depth), (t * M * depth, 1), (kk, mr))
+                    dst = self.gep("%PA", (r, depth), (kk, mr))
                     b.emit(f"store {vt} {v}, ptr {dst}, align 4")
         self.each_row(body)
 
@@ -258,8 +262,15 @@ class _Writer:
                 row0 = self.add(self.mul(jj, piece.K), off)
                 if p == 0 and sig.init == "product":
                     self._step(pa, pb, p, row0, mr, nr, slot, first=True)
-                with b.loop(piece.K - piece.start, f"k{p}_") as k0:
-                    self._step(pa, pb, p, self.add(self.add(k0, piece.start), row0), mr, nr, slot, first=False)
+                # UNROLL rows per loop trip (the loop's counter and pointer steps once per UNROLL
+                # rows), then the remainder; the rows still run in k order
+                n = piece.K - piece.start
+                with b.loop(n // UNROLL, f"k{p}_") as k0:
+                    for u in range(UNROLL):
+                        kk = self.add(self.add(self.mul(k0, UNROLL), piece.start + u), row0)
+                        self._step(pa, pb, p, kk, mr, nr, slot, first=False)
+                for u in range(n // UNROLL * UNROLL, n):
+                    self._step(pa, pb, p, self.add(piece.start + u, row0), mr, nr, slot, first=False)
         canon = f32_bits(CANON_NAN)
         for i in range(mr):
             for j in range(nr):
@@ -297,27 +308,43 @@ class _Writer:
             with b.loop(nrow, "rb") if nrow > 1 else _const(0) as rb:
                 self.block(self.add(self.mul(rb, mr), r0), cexpr, mr, nr, last, depth, t)
 
+    def table(self, values: list[str]) -> str:
+        """An entry alloca of i64s holding `values` (pointers converted), for a run-time loop to index."""
+        b = self.b
+        name = f"%tab{len(self.allocas)}"
+        self.allocas.append(f"  {name} = alloca [{len(values)} x i64], align 8")
+        for k, v in enumerate(values):
+            if v.startswith("ptr "):
+                v = b.op(f"ptrtoint ptr {v[4:]} to i64")
+            b.emit(f"store i64 {v}, ptr {self.gep_i64(name, k)}, align 8")
+        return name
+
+    def entry(self, table: str, idx, as_ptr: bool):
+        v = self.b.op(f"load i64, ptr {self.gep_i64(table, idx)}, align 8")
+        return self.b.op(f"inttoptr i64 {v} to ptr") if as_ptr else v
+
     def text(self) -> str:
         sig, b = self.sig, self.b
         depth = self.offsets()[1]
-        for t in range(sig.outs):
-            self.pack_a(depth, t)
         self.strips(lambda cexpr, nr, last: self.pack_b(cexpr, nr, last, depth))
-        # one tile's packed A (and C) at a time in cache; a run-time loop over the outputs (their C
-        # pointers and strides from a small table), so the code is one copy whatever sig.outs is
-        T = sig.outs
-        table = f"%ctab{len(self.allocas)}"
-        self.allocas.append(f"  {table} = alloca [{2 * T} x i64], align 8")
-        for t in range(T):
-            p = b.op(f"ptrtoint ptr %C{t} to i64")
-            b.emit(f"store i64 {p}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t}')}, align 8")
-            b.emit(f"store i64 %ldc{t}, ptr {b.op(f'getelementptr inbounds i64, ptr {table}, i64 {2 * t + 1}')}, align 8")
+        # one output at a time: its A packed right before its blocks (so the packed panel is hot in
+        # L2, not written for every output first and evicted by the others' before it is read) and
+        # its C; a run-time loop over the outputs (their pointers and strides from small tables), so
+        # the code is one copy whatever sig.outs is
+        T, P = sig.outs, len(sig.pieces)
+        ctab = self.table([v for t in range(T) for v in (f"ptr %C{t}", f"%ldc{t}")])
+        atab = self.table([v for t in range(T) for p in range(P)
+                           for v in (f"ptr %A{p}_{t}", f"%as{p}_{t}", f"%ald{p}_{t}")])
         with b.loop(T, "to") if T > 1 else _const(0) as t:
             two = self.mul(t, 2)
-            C = b.op(f"inttoptr i64 {b.op(f'load i64, ptr {self.gep_i64(table, two)}, align 8')} to ptr")
-            ldc = b.op(f"load i64, ptr {self.gep_i64(table, self.add(two, 1))}, align 8")
-            pa_t = self.gep("%PA", (t, sig.M * depth))
-            self.strips(lambda cexpr, nr, last: self.row_blocks(cexpr, nr, last, depth, (C, ldc, pa_t)))
+            C, ldc = self.entry(ctab, two, True), self.entry(ctab, self.add(two, 1), False)
+            a_args = []
+            for p in range(P):
+                at = self.add(self.mul(t, 3 * P), 3 * p)
+                a_args.append((self.entry(atab, at, True), self.entry(atab, self.add(at, 1), False),
+                               self.entry(atab, self.add(at, 2), False)))
+            self.pack_a(depth, a_args)
+            self.strips(lambda cexpr, nr, last: self.row_blocks(cexpr, nr, last, depth, (C, ldc, "%PA")))
         b.emit("ret void")
         params = ", ".join(f"ptr %C{t}, i64 %ldc{t}" for t in range(sig.outs)) + ", ptr noalias %PA, ptr noalias %PB"
         for p in range(len(sig.pieces)):

@@ -8,9 +8,10 @@ from ...core import dtypes as D
 from ...numerics.convert import round_to
 from ...core.bits import UNINIT_SENTINEL
 from ...core import ir
-from ...core.affine import Affine, axis_var
+from ...core.affine import axis_var
 from ...core.ops import rule
 from .rules_common import elementwise
+from .transpose_block import emit as blocked, transposed
 
 
 def _const_bits(value: np.ndarray, dtype: str) -> str:
@@ -81,14 +82,10 @@ def _copy(em, instr, ctx):
     _move(em, instr, ctx, instr.ins[0])
 
 
-def transposed(src: ir.Access) -> ir.Access:
-    swap = {axis_var(0): Affine.var(axis_var(1)), axis_var(1): Affine.var(axis_var(0))}
-    return ir.Access(src.buffer, tuple(e.subst(swap) for e in src.index), (src.shape[1], src.shape[0]))
-
-
 @rule("llvm", "transpose")
 def _transpose(em, instr, ctx):
-    _move(em, instr, ctx, transposed(instr.ins[0]))
+    if not blocked(em, instr, ctx):                   # 16 x 16 register blocks when eligible
+        _move(em, instr, ctx, transposed(instr.ins[0]))
 
 
 @rule("llvm", "memset")

@@ -349,3 +349,18 @@ def test_host_geometry_follows_avx512(monkeypatch, avx512, want):
         MK.host_geometry.cache_clear()
     assert g == want
     assert g.mr * g.nr + g.nr + 1 <= (32 if avx512 else 16)
+
+
+@pytest.mark.parametrize("tail", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("first_accumulates", [True, False])
+def test_unrolled_k_loop_remainders(tail, first_accumulates):
+    """The register block's k loop runs MK.UNROLL rows per trip and then the remainder: pieces whose
+    depth leaves every remainder (a ragged tail of 1..7 rows; a product-initialised first piece of
+    127 rows) give the interpreter's bits."""
+    assert MK.UNROLL == 4
+    K, M, N = 128 + tail, 13, 40
+    rng = np.random.default_rng(tail)
+    a, b = _inputs(rng, (K, M), "float32"), _inputs(rng, (K, N), "float32")
+    c0 = _inputs(rng, (M, N), "float32").astype(F32)
+    got, want = _both(_chain_kernel(K, M, N, first_accumulates, None), a, b, c0)
+    assert_bits(got, want, f"K={K} first_accumulates={first_accumulates}")

@@ -7,8 +7,8 @@ partition, per chunk of the broadcast's last axis) by an `nc_matmul` of a [1, P]
 ones row) against the broadcast row [1, w] into a fresh PSUM tile and a `tensor_copy` of that PSUM
 tile into the SBUF tile (engine left to the compiler: lower/cost/engines.py balances it), and the
 consumer reads the SBUF tile; `scratch` names the added SBUF and PSUM tiles. Without such a read
-`kernel` itself and an empty set are returned. The interpreter and
-the JIT never see kernel'; the plan (plan.py) builds on it like on any traced kernel.
+`kernel` itself and an empty set are returned. The interpreter and the JIT never see kernel'; the
+plan (plan.py) builds on it like on any traced kernel.
 
 A partition broadcast is an on-chip input access whose buffer partition index uses no axis of the
 tile (a [1, F] row read as [P, F], e.g. `b_row.broadcast_to((128, F))`). The engines stream
@@ -21,7 +21,10 @@ Why (measured, NKIBench trn1 profile of mamba, AccelOpt profile_results.csv): it
 the profiler counts exactly 2 x K=1 x M=128 x N=7168 x 64 = 117 440 512 hardware flops (the model
 had none), with Scalar active 0.37 ms above the model's ActE work, what 64 [128, 7168] PSUM -> SBUF
 copies on the Scalar Engine take (64 x 5.12 us = 0.33 ms). One matmul and one copy per execution
-of the consumer (no hoisting out of loops: 64 = one per consumer execution).
+of the consumer (no hoisting out of loops: 64 = one per consumer execution). The model counts these
+fp32 flops twice, as it does every fp32 matmul (rules.FP32_HARDWARE_FLOPS_COUNT, the profiler's count
+on K = 128 matmuls), so its mamba figure is 2x the measured one: the profiler evidently counts a K=1
+matmul once. Time is unaffected (§4.7's fp32 4x applies).
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from ...core.ir import Access, Instr, Kernel, Loop, Space, walk
 from ...core.targets import Target
 from ..analysis.accesses import flat_index, root_name, roots_with_views
 from ...core.ops import accumulates, dynamic_access, is_dma, reads as op_reads
+from .bcast import add_broadcasts
 from .engines import balance as balance_engines
 from .hoist import hoist as hoist_loads
 from .rules import Cost, CostCtx, cost_of
@@ -99,7 +100,10 @@ def _affine_box(exprs, shape):
 class Plan:
     """Everything about a kernel the schedule needs, computed once."""
 
-    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True, spill: bool = True):
+    def __init__(self, kernel: Kernel, target: Target, hoist: bool = True, spill: bool = True,
+                 bcast: bool = True):
+        # partition broadcasts through TensorE and a PSUM copy, as the compiler lowers them (bcast.py)
+        kernel, self.scratch = add_broadcasts(kernel, target) if bcast else (kernel, frozenset())
         # the compiler's spill saves and reloads where live SBUF exceeds capacity (spill.py)
         kernel, self.spill_fraction = add_spills(kernel, target) if spill else (kernel, {})
         self.kernel = kernel
@@ -145,7 +149,12 @@ class Plan:
             per = b.size // max(1, b.shape[b.par_axis]) if b.shape else 1
             return per * D.INFO[b.dtype].itemsize
 
-        sb = [n for n, b in self.bufs.items() if b.space == Space.SBUF]
+        # the broadcast tiles (bcast.py) live from their fill to their one reader, adjacent
+        # instructions: double-buffered like loop tiles, but outside this live-range-free footprint
+        # (which the hoisting room and the PSUM bank rotation of the kernel's own tiles come from)
+        for n in self.scratch:
+            slots[n] = max(1, t.sbuf_loop_tile_buffers)
+        sb = [n for n, b in self.bufs.items() if b.space == Space.SBUF and n not in self.scratch]
         for n in sb:
             if n in loop_local:
                 slots[n] = max(1, t.sbuf_loop_tile_buffers)
@@ -155,7 +164,7 @@ class Plan:
                 break
             big = max(cand, key=lambda n: (bpp(self.bufs[n]) * slots[n], n))
             slots[big] = 1
-        ps = [n for n, b in self.bufs.items() if b.space == Space.PSUM]
+        ps = [n for n, b in self.bufs.items() if b.space == Space.PSUM and n not in self.scratch]
 
         def banks(b):
             return max(1, math.ceil(bpp(b) / t.psum_bank_bytes))

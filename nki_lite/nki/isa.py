@@ -260,7 +260,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 # dst-first forms of further legacy instructions (isa_wrappers.py)
 from .isa_lnc import core_barrier, sendrecv  # noqa: E402,F401  (issue #14)
 from .isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401  (issue #14, MX formats)
-from .isa_registers import register_alloc, register_load, register_move, register_store  # noqa: E402,F401
+from .isa_registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402,F401
 from .isa_wrappers import (dma_transpose, dropout, exponential, local_gather, nc_match_replace8,  # noqa: E402,F401
                            nc_n_gather, nc_stream_shuffle, nonzero_with_count, range_select, select_reduce,
                            tensor_partition_reduce)

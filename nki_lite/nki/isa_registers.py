@@ -8,6 +8,7 @@ lang/registers.py, which traces registers as one-element int32 buffers and dynam
 from __future__ import annotations
 
 from ..lang import registers as _r
+from ..lang.registers import VirtualRegister  # noqa: F401  (nki.isa.VirtualRegister)
 
 
 def register_alloc(x=None):

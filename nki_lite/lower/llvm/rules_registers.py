@@ -15,9 +15,12 @@ from .rules_common import elementwise
 
 
 def _value_i64(em, operand, env) -> str:
+    """An operand's integer value as an i64 SSA value: an immediate or int bound, or a one-element access."""
     if isinstance(operand, ir.Imm):
         return str(int(operand.value))
-    return em.to_i64(em.load_raw(operand, env), em.dtype(operand))
+    if isinstance(operand, int):
+        return str(operand)
+    return em.to_i64(em.load_raw(operand, {**env, **_zero_env(operand)}), em.dtype(operand))
 
 
 @rule("llvm", "register_move")
@@ -35,14 +38,12 @@ def _zero_env(acc: ir.Access) -> dict:
 def dynamic_loop(em, n: ir.Loop, ctx, run_body) -> None:
     b = em.b
     lo, hi, value = n.bounds
-    env = {**ctx.env, **_zero_env(hi)}
     if lo == "while":
-        cond = lambda: b.op(f"icmp ne i64 {_value_i64(em, hi, env)}, 0")   # noqa: E731
+        cond = lambda: b.op(f"icmp ne i64 {_value_i64(em, hi, ctx.env)}, 0")   # noqa: E731
         with b.while_(cond, "w"):
             run_body(None)
         return
-    start = _value_i64(em, lo, {**ctx.env, **_zero_env(lo)}) if isinstance(lo, ir.Access) else str(lo)
-    stop = _value_i64(em, hi, env) if isinstance(hi, ir.Access) else str(hi)
+    start, stop = _value_i64(em, lo, ctx.env), _value_i64(em, hi, ctx.env)
     span = b.op(f"sub nsw i64 {stop}, {start}")
     pos = b.op(f"icmp sgt i64 {span}, 0")
     ceil = b.op(f"sdiv i64 {b.op(f'add nsw i64 {span}, {n.step - 1}')}, {n.step}")

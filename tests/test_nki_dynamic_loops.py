@@ -200,7 +200,7 @@ def test_register_step_and_out_of_range_bound(kernel):
     with pytest.raises(errors.NkiLiteError) as e:
         kernel(np.zeros((1, 1), np.float32))
     assert e.value.code == "NL-E117"
-    assert "test_dynamic_loops.py" in str(e.value)
+    assert "test_nki_dynamic_loops.py" in str(e.value)
 
 
 @nki.jit

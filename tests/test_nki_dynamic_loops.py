@@ -259,3 +259,28 @@ def load_float(a):
 def test_register_load_needs_an_integer_scalar():
     with pytest.raises(errors.NkiLiteError, match="integer tensor"):
         load_float(np.zeros((1, 1), np.float32))
+
+
+@nki.jit
+def column_from_run_time_offset(a, start):
+    """dst `t[:, j]` (shape [P]) <- `.ap([[1, P], [1, 1]], scalar_offset=)` (shape [P, 1]): bwmm's token loads."""
+    flat = a.reshape((a.shape[0] * a.shape[1] // P, P))
+    off = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=off, src=start)
+    t = nl.ndarray((P, 2), dtype=a.dtype, buffer=nl.sbuf)
+    for j in range(2):
+        nisa.dma_copy(dst=t[0:P, j], src=flat.ap(pattern=[[1, P], [1, 1]], offset=P * j, scalar_offset=off,
+                                                 indirect_dim=0))
+    out = nl.ndarray((P, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_plain_view_takes_the_unit_axes_of_an_indirect_side(mode):
+    a = RNG.standard_normal((4, 2 * P)).astype(np.float32)
+    flat = a.reshape(-1, P)
+    for s in (0, 3):
+        got = np.asarray(column_from_run_time_offset(a, _scalar(s), mode=mode))
+        want = np.stack([flat.reshape(-1)[s * P + P * j: s * P + P * j + P] for j in range(2)], axis=1)
+        np.testing.assert_array_equal(got, want)

@@ -263,6 +263,14 @@ _TABLE = [
      "an MX dtype is used where it is not allowed, or an MX instruction gets the wrong dtypes",
      "x4 tiles come from nisa.quantize_mx (or a DMA of packed data) and go to nisa.nc_matmul_mx; scales are "
      "nl.float8_e8m0fnu or nl.uint8"),
+    # dynamic loops and virtual registers (issue #14: lang/registers.py, nl.dynamic_range / nisa.register_*)
+    ("NL-E117", "dynamic_bounds", ArgumentError,
+     "a dynamic loop's step or bounds are out of range (step not a positive compile-time int, an int bound "
+     "outside 32 bits)",
+     "step is an immediate of the hardware loop: a positive Python int; bounds are ints of 32 bits or registers"),
+    ("NL-E118", "register_unset", UninitializedReadError,
+     "a virtual register is read (a loop bound or condition, register_store, register_move) before it is set",
+     "give the register a value first: nisa.register_alloc(value), nisa.register_move or nisa.register_load"),
     ("NL-E109", "accumulator", ShapeError,
      "a reduce_cmd=reduce instruction continues an accumulator of a different partition count",
      "start each chain with reduce_cmd=reset_reduce on tiles of the same partition count"),

@@ -205,3 +205,20 @@ def test_per_core_trace_sees_a_one_axis_launch_of_two_cores():
     got = shape_of_launch[2](np.zeros((ROWS, 4), np.float32))
     np.testing.assert_array_equal(got, np.array([[12.0] * 4, [112.0] * 4], np.float32))
     assert len(lnc.per_core_kernels(shape_of_launch.inner, 2, (np.zeros((ROWS, 4), np.float32),), {})) == 2
+
+
+@nki.jit
+def barrier_on_an_sbuf_tile(a):
+    """The NKI Library's bwmm_shard_on_I: `core_barrier(block_idx, (0, 1))` on an SBUF counter tile."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    t = nl.ndarray((1, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[me:me + 1, :])
+    nisa.core_barrier(t, (0, 1))
+    nisa.dma_copy(dst=out[me:me + 1, :], src=t)
+    return out
+
+
+def test_core_barrier_on_an_sbuf_tile():
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(np.asarray(barrier_on_an_sbuf_tile[2](a)), a)

@@ -116,6 +116,9 @@ def _smoke_explicit():
         "dropout": lambda t: nl.dropout(t, 0.0),                  # rate 0 keeps every element
         "random_seed": lambda t: (nl.random_seed(3), t)[1],
         "rand": lambda t: nl.rand(t.shape),
+        "dynamic_range": lambda t: [t for _ in nl.dynamic_range(1)][0],      # tests/test_nki_dynamic_loops.py
+        "fori_loop": lambda t: (nl.fori_loop(0, 1, lambda i: None), t)[1],
+        "while_loop": lambda t: (nl.while_loop(nisa.register_alloc(0), lambda r: r), t)[1],
     }, x
 
 

@@ -491,8 +491,8 @@ def test_new_dialect_keyword_spellings_of_nl_apis():
 
 
 def test_not_built_names_import_and_raise_nl_e913():
-    from nki_lite.nki.language import fori_loop  # noqa: F401 - importable
-    for obj, name in ((nl.fori_loop, "nki.language.fori_loop"), (nisa.register_alloc, "nki.isa.register_alloc"),
+    from nki_lite.nki.language import power  # noqa: F401 - importable
+    for obj, name in ((nl.power, "nki.language.power"), (nisa.dma_compute, "nki.isa.dma_compute"),
                       (nki.collectives.all_reduce, "nki.collectives.all_reduce")):
         with pytest.raises(errors.NkiLiteError, match=name.replace(".", r"\.") + " is not built") as ei:
             obj()

@@ -112,11 +112,21 @@ class Instr:
 class Loop:
     var: str
     trip: int
-    kind: str                      # affine | sequential
+    kind: str                      # affine | sequential | dynamic
     body: tuple["Node", ...]
     start: int = 0                 # user-visible value = start + step * var (kept for printing)
     step: int = 1
     loc: Loc | None = None
+    # kind == "dynamic" (nl.dynamic_range, lang/registers.py): the trip count is known at run time only.
+    # bounds = (start, stop, value): start and stop are ints or one-element register Accesses read once
+    # on entry, value the register Access the loop writes start + step*k to before iteration k (or None).
+    # `trip` is then 1: the body is traced once, and static analyses see one symbolic iteration (the
+    # loop variable itself appears in no affine index; a dynamic loop is never parallel nor chained).
+    bounds: tuple = ()
+
+    @property
+    def dynamic(self) -> bool:
+        return self.kind == "dynamic"
 
 
 Node = Union[Instr, Loop]
@@ -238,6 +248,9 @@ def format(kernel: Kernel) -> str:  # noqa: A001 - the IR's printer, as DESIGN.m
         for n in nodes:
             if isinstance(n, Loop):
                 rng = f"{n.trip}" if (n.start, n.step) == (0, 1) else f"{n.trip}; value={n.start}+{n.step}*{n.var}"
+                if n.dynamic:
+                    lo, hi, val = (str(b) for b in n.bounds)
+                    rng = f"{lo}, {hi}, {n.step}; value->{val}"
                 lines.append(f"{pad}for {n.var} in {n.kind}_range({rng}):{_suffix(n.loc)}")
                 emit(n.body, depth + 1)
             else:

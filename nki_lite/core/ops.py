@@ -144,6 +144,8 @@ _TABLE = [
     ("sequence_bounds", "[start, end) of each element's segment along the free axis (0 = padding)",
      "gpsimd", "compute", _F, _F, _F, _F, _T, (), _F, _F),
     # LNC=2 synchronisation (runtime/lnc.py runs both cores; both order everything around them)
+    ("register_move", "a sequencer register op: dst's one element takes src's integer value (wrapping to its dtype)",
+     "gpsimd", "dma", _F, _F, _F, _F, _F, (), _F, _F),
     ("core_barrier", "wait until every logical NeuronCore reaches this barrier on the shared HBM tensor",
      "gpsimd", "dma", _F, _F, _F, _F, _F, ALL, _F, _T),
     ("sendrecv", "send src (SBUF) to the peer core's dst while receiving the peer's src into this core's dst",
@@ -254,7 +256,10 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  # issue #14: LNC=2 core_barrier / sendrecv
                  "nki_lite.runtime.interpret_lnc", "nki_lite.lower.llvm.rules_lnc", "nki_lite.lower.cost.rules_lnc",
                  # issue #14: MX formats
-                 "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx")
+                 "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx",
+                 # issue #14: virtual registers and dynamic loops
+                 "nki_lite.runtime.interpret_registers", "nki_lite.lower.llvm.rules_registers",
+                 "nki_lite.lower.cost.rules_registers")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -136,7 +136,7 @@ class Tracer:
         return instr
 
     # ---- loops
-    def open_loop(self, trip: int, kind: str, start: int, step: int, loc: Loc) -> str:
+    def open_loop(self, trip: int, kind: str, start: int, step: int, loc: Loc, bounds: tuple = ()) -> str:
         if self.pending is not None:
             self.pending.materialize()
         var = f"i{self.n_loops}"
@@ -146,7 +146,8 @@ class Tracer:
         if name and name not in open_names:
             self.var_names[var] = (name, start, step)
         self.var_extents[var] = trip
-        self.stack.append(_Body(loop=dict(var=var, trip=trip, kind=kind, start=start, step=step, loc=loc)))
+        self.stack.append(_Body(loop=dict(var=var, trip=trip, kind=kind, start=start, step=step, loc=loc,
+                                                bounds=bounds)))
         return var
 
     def open_loop_locs(self, variables) -> set:
@@ -168,7 +169,7 @@ class Tracer:
         self.stack.pop()
         L = body.loop
         self.stack[-1].nodes.append(ir.Loop(L["var"], L["trip"], L["kind"], tuple(body.nodes),
-                                            L["start"], L["step"], L["loc"]))
+                                            L["start"], L["step"], L["loc"], L["bounds"]))
 
     def freeze(self, outputs: tuple[str, ...], return_kind: str, loc: Loc | None,
                written_back: tuple[str, ...] = (), output_views: tuple = ()) -> ir.Kernel:

@@ -237,6 +237,9 @@ def _pattern(pattern) -> list[tuple[int, int]]:
 def ap(t: Tile, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
        dtype=None) -> Tile:
     """NkiTensor.ap: the view `storage[offset + sum(step_k * i_k)]` over i_k in [0, num_k)."""
+    from .registers import VirtualRegister
+    if isinstance(scalar_offset, VirtualRegister):      # a register (a dynamic loop's value): its int32 cell
+        scalar_offset = scalar_offset.tile
     pat = _pattern(pattern)
     dt = _same_size_dtype(t, dtype, ".ap(dtype=...)", resize=True)
     shape = tuple(n for _, n in pat)

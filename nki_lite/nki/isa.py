@@ -85,6 +85,8 @@ def _same_shape(dst, src):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
         return dst, src
+    if _indirect(src) != _indirect(dst):         # (before anything reads the indirect side's access)
+        return _unit_axes_like(dst, src)
     if int(np.prod(dst.shape)) == 1:             # one element each side (a 0-d `t[0, 0]` and a [1, 1] view)
         return _element(dst), _element(src)
     if _bridge.is_whole_hbm(src):
@@ -95,6 +97,27 @@ def _same_shape(dst, src):
     if d.shape and tuple(d.shape) == tuple(s.shape):
         return d, s
     return dst, src
+
+
+def _indirect(t) -> bool:
+    return bool(getattr(t, "_is_view_indirect", False))
+
+
+def _unit_axes_like(dst, src):
+    """One side is an indirect view (a run-time offset: only a DMA may take it, whole). When the shapes
+    differ only by size-1 axes, the plain side gets the indirect side's shape (its size-1 axes indexed
+    away, then the indirect side's inserted: bwmm's `t[0:128, j]` <- `.ap([[1, 128], [1, 1]], scalar_offset=)`)."""
+    plain, ind = (dst, src) if _indirect(src) else (src, dst)
+    want = tuple(ind.shape)
+    if [n for n in plain.shape if n != 1] != [n for n in want if n != 1] or want[:1] == (1,):
+        return dst, src
+    p = _squeezed(plain)
+    if 1 in tuple(p.shape):
+        return dst, src
+    for k, n in enumerate(want):
+        if n == 1:
+            p = p.expand_dim(k)
+    return (p, src) if plain is dst else (dst, p)
 
 
 def _element(t):
@@ -260,6 +283,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 # dst-first forms of further legacy instructions (isa_wrappers.py)
 from .isa_lnc import core_barrier, sendrecv  # noqa: E402,F401  (issue #14)
 from .isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401  (issue #14, MX formats)
+from .isa_registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402,F401
 from .isa_wrappers import (dma_transpose, dropout, exponential, local_gather, nc_match_replace8,  # noqa: E402,F401
                            nc_n_gather, nc_stream_shuffle, nonzero_with_count, range_select, select_reduce,
                            tensor_partition_reduce)

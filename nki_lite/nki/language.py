@@ -182,4 +182,6 @@ for _name in [n.rsplit(".", 1)[1] for n in REFERENCE if n.startswith("nki.langua
 for _name in ("power",):
     del globals()[_name]
 
+from .isa_registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401  (issue #14)
+
 NOT_BUILT = _fill(globals(), "nki.language")

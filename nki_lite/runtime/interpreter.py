@@ -27,6 +27,7 @@ from . import interpret_compute, interpret_data, interpret_gather, interpret_red
 from . import interpret_partition, interpret_rng, interpret_select  # noqa: F401 - issue #13 batch 1
 from . import interpret_indirect  # noqa: F401 - indirect DMA, dynamic copies
 from . import interpret_mx  # noqa: F401 - MX formats (quantize_mx, nc_matmul_mx)
+from . import interpret_registers  # noqa: F401 - register_move (virtual registers, dynamic loops)
 from .debug_checks import machine_class
 
 

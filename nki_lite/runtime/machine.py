@@ -131,8 +131,23 @@ class Machine:
         return itertools.product(*[range(g) for g in self.kernel.grid or ()])
 
     def loop(self, n: ir.Loop, env: dict) -> None:
+        if n.dynamic:
+            self.dynamic_loop(n, env)
+            return
         for v in range(n.trip):
             env[n.var] = v
+            self.exec(n.body, env)
+        env.pop(n.var, None)
+
+    def dynamic_loop(self, n: ir.Loop, env: dict) -> None:
+        """A run-time trip count (interpret_registers.py); the loop variable is 0 in every iteration (no
+        affine index uses it), the value goes to the loop's value register."""
+        from .interpret_registers import dynamic_trips
+        value = n.bounds[2]
+        for v in dynamic_trips(self, n, env):
+            if value is not None:
+                self.mem[value.buffer][...] = v
+            env[n.var] = 0
             self.exec(n.body, env)
         env.pop(n.var, None)
 

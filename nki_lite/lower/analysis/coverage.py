@@ -89,8 +89,8 @@ def _covers(kernel: ir.Kernel, buf: ir.Buffer, instr: ir.Instr, loops, acc: ir.A
 def fully_written(kernel: ir.Kernel, name: str) -> bool:
     buf = kernel.buffer(name)
     for instr, loops in ir.walk(kernel.body):
-        if any(lp.trip <= 0 for lp in loops):
-            continue
+        if any(lp.trip <= 0 or lp.dynamic for lp in loops):
+            continue       # (a dynamic loop may run no iteration)
         if dynamic_access(instr) is not None:
             continue       # the rows an indirect write reaches are known only at run time
         for acc in instr.outs:

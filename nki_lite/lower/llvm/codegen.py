@@ -45,6 +45,7 @@ from .irbuilder import FnBuilder, f32, f32_bits
 from .parts import emit_call, split
 from .row_private import loop_extents, touch_counts
 from .rowmajor import row_local
+from .rules_registers import dynamic_loop
 from ..analysis.accesses import roots_with_views
 
 from .abi import (STATUS_DISPATCH, STATUS_LOOP_WORDS, STATUS_LOOPS, STATUS_PHASES,  # noqa: E402,F401
@@ -496,6 +497,12 @@ class Emitter:
                 rule(self, n, ctx)
 
     def serial_loop(self, n: ir.Loop, ctx: LoopEnv) -> None:
+        if n.dynamic:                    # a run-time trip count (rules_registers.py); the variable is 0
+            def body(_k):
+                F.stop_check(self)
+                self.run_nodes(n.body, LoopEnv({**ctx.env, n.var: "0"}, ctx.names + [n.var]))
+            dynamic_loop(self, n, ctx, body)
+            return
         with self.b.loop(n.trip, "l") as i:
             F.stop_check(self)
             self.run_nodes(n.body, LoopEnv({**ctx.env, n.var: i}, ctx.names + [n.var]))

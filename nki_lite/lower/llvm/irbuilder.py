@@ -94,6 +94,18 @@ class FnBuilder:
         self.block(done)
 
     @contextlib.contextmanager
+    def while_(self, cond_fn, hint: str = "W"):
+        """while (cond_fn()) { body } — cond_fn emits the test (re-evaluated before each iteration)."""
+        head, body, done = self.new_label(hint + "h"), self.new_label(hint + "b"), self.new_label(hint + "x")
+        self.br(head)
+        self.block(head)
+        self.cond_br(cond_fn(), body, done)
+        self.block(body)
+        yield
+        self.br(head)
+        self.block(done)
+
+    @contextlib.contextmanager
     def if_(self, cond: str, hint: str = "if"):
         then, done = self.new_label(hint + "t"), self.new_label(hint + "d")
         self.cond_br(cond, then, done)

@@ -112,7 +112,7 @@ def chainable(em, instr) -> bool:
 def _loop_step(em, node) -> Step | None:
     # (such a loop is never a parallel region: every iteration accumulates into tiles from outside it)
     body = node.body
-    if not (1 <= len(body) <= MAX_OUTS and node.trip >= 1 and all(chainable(em, i) for i in body)):
+    if node.dynamic or not (1 <= len(body) <= MAX_OUTS and node.trip >= 1 and all(chainable(em, i) for i in body)):
         return None
     if not all(i.attr("accumulate") and node.var not in i.out.vars() for i in body):
         return None

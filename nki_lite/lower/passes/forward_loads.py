@@ -70,6 +70,8 @@ def forward_loads(kernel: ir.Kernel, origin: dict) -> ir.Kernel:
     def copy_of(n):
         """(the load, its loop or None, placement) when node n is a forwardable copy, else None."""
         loop = None
+        if isinstance(n, ir.Loop) and n.dynamic:
+            return None            # may run no iteration (or many, at run-time offsets): no forwarding
         if isinstance(n, ir.Loop) and len(n.body) == 1 and isinstance(n.body[0], ir.Instr):
             loop, n = n, n.body[0]
         if not (isinstance(n, ir.Instr) and n.op == "dma_copy" and n.mask is None and len(n.outs) == 1

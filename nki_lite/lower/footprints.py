@@ -17,6 +17,10 @@ allocation can give it. The model is the hardware compiler's automatic allocatio
   body; the deepest such loop decides (lower/blocks.py `block_scope`, the rule the compaction pass
   uses to allocate such tensors as used in both backends). Otherwise it costs the blocks it ever
   touches (every block when the enumeration is over budget).
+- a directly allocated tensor (nki.compiler `.mod_alloc` / `.alloc`: its physical tiles are
+  `Kernel.placements`) costs at most its distinct physical tiles: `mod_alloc(num_bank_tiles=(1,))`
+  rotates all 16 blocks of a [16, par_dim(128), 512] PSUM tensor through one bank, so 16 live
+  blocks hold one bank, not 16 (nki-samples' allocated_fused_rms_norm_qkv).
 """
 from __future__ import annotations
 
@@ -77,6 +81,20 @@ def _block_footprint(ctx: Ctx, b, alloc: Site | None, uses) -> Footprint | None:
     return None if n == total_blocks else Footprint(0, 0, n * one, one, n)
 
 
+def _physical_cap(ctx: Ctx, out: dict[str, Footprint]) -> dict[str, Footprint]:
+    """Directly allocated tensors: no more blocks than distinct physical tiles (blocks sharing a tile
+    rotate through it; the overlap rule, verify_alloc.py NL-E505, checks they never hold live values at once)."""
+    for name, tiles in getattr(ctx.kernel, "placements", ()):
+        fp = out.get(name)
+        if fp is None or not tiles:
+            continue
+        distinct = len(set(tiles))
+        if distinct < fp.blocks:
+            out[name] = Footprint(fp.start, fp.end, distinct * fp.tile_bytes, fp.tile_bytes, distinct,
+                                  fp.scope or f"placed in {distinct} physical tile(s)")
+    return out
+
+
 def footprints(ctx: Ctx) -> dict[str, Footprint]:
     alloc, uses = on_chip_uses(ctx)
     out: dict[str, Footprint] = {}
@@ -99,4 +117,4 @@ def footprints(ctx: Ctx) -> dict[str, Footprint]:
             out[name] = fp
         else:                                  # fewer blocks than declared, whole-kernel interval
             out[name] = Footprint(start, end, fp.bytes, fp.tile_bytes, fp.blocks)
-    return out
+    return _physical_cap(ctx, out)

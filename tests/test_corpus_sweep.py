@@ -182,3 +182,44 @@ def test_a_direct_psum_tensor_in_eight_banks_plus_an_automatic_tile_is_over():
         rotating_psum.trace(spec((256, 16 * 512)), spec((128, 128)), 8, target="trn2")
     msg = str(rec[0].message)
     assert "NL-W401" in msg and "placed in 8 physical tile(s)" in msg and "'t'" in msg
+
+
+# ------------------------------------------------------------------------------ blocks live at once
+
+@nki.jit
+def pipelined_psum(a, b, fill_first):
+    """Software pipelining over an automatically allocated PSUM tensor of 16 blocks (one bank each):
+    block 0 is computed before the loop (the prologue), block i in iteration i, each read right after
+    its matmul (nki-samples' attention v11 pattern), so about two banks hold a value at once. With
+    `fill_first`, every block is computed in a first loop and read in a second: all 16 are live."""
+    out = nl.ndarray((128, 16 * 512), nl.float32, buffer=nl.shared_hbm)
+    qk = nl.ndarray((16, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    at = nl.load(a)
+    if fill_first:
+        for i in nl.affine_range(16):
+            qk[i] = nisa.nc_matmul(at, nl.load(b[:, i * 512:(i + 1) * 512]))
+        for i in nl.affine_range(16):
+            nl.store(out[:, i * 512:(i + 1) * 512], value=nl.copy(qk[i]))
+        return out
+    qk[0] = nisa.nc_matmul(at, nl.load(b[:, 0:512]))
+    nl.store(out[:, 0:512], value=nl.copy(qk[0]))
+    for i in nl.sequential_range(15):
+        qk[i + 1] = nisa.nc_matmul(at, nl.load(b[:, (i + 1) * 512:(i + 2) * 512]))
+        nl.store(out[:, (i + 1) * 512:(i + 2) * 512], value=nl.copy(qk[i + 1]))
+    return out
+
+
+def test_a_pipelined_block_tensor_costs_the_blocks_live_at_once(mode):
+    a = np.random.default_rng(7).standard_normal((128, 128)).astype(np.float32)
+    b = np.random.default_rng(8).standard_normal((128, 16 * 512)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        got = pipelined_psum(a, b, False, mode=mode)
+    np.testing.assert_allclose(got, a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_a_block_tensor_filled_before_it_is_read_still_costs_every_block():
+    with pytest.warns(CapacityWarning) as rec:
+        pipelined_psum.trace(spec((128, 128)), spec((128, 16 * 512)), True, target="trn2")
+    msg = str(rec[0].message)
+    assert "NL-W401" in msg and "'qk'" in msg and "16 block(s) of 2048 B" in msg

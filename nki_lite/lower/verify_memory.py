@@ -120,11 +120,24 @@ def check_psum_tiles(ctx: Ctx, site: Site) -> None:
                      f"{per})")
 
 
+def _usage(npos: int, bufs) -> list[int]:
+    """Bytes per partition live at each program position."""
+    diff = [0] * (npos + 1)
+    for f in bufs.values():
+        diff[f.start] += f.bytes
+        diff[f.end + 1] -= f.bytes
+    usage, run = [], 0
+    for p in range(npos):
+        run += diff[p]
+        usage.append(run)
+    return usage
+
+
 def check_capacity(ctx: Ctx) -> None:
     if not ctx.sites:
         return
     from .. import config
-    from .footprints import footprints
+    from .footprints import footprints, refine_blocks
     t = ctx.target
     fps = footprints(ctx)
     strict = config.get("NKI_LITE_STRICT_CAPACITY")
@@ -143,15 +156,10 @@ def check_capacity(ctx: Ctx) -> None:
                     loc=b.loc,
                     hint="tile the free dimension (or add a block dimension in front of nl.par_dim) so that one "
                          "tile fits")
-        npos = len(ctx.sites)
-        diff = [0] * (npos + 1)
-        for n, f in bufs.items():
-            diff[f.start] += f.bytes
-            diff[f.end + 1] -= f.bytes
-        usage, run = [], 0
-        for p in range(npos):
-            run += diff[p]
-            usage.append(run)
+        usage = _usage(len(ctx.sites), bufs)
+        if max(usage) > cap:          # over by the static estimate: count the blocks live at once, then decide
+            bufs = refine_blocks(ctx, bufs)
+            usage = _usage(len(ctx.sites), bufs)
         peak = max(usage)
         if peak <= cap:
             continue

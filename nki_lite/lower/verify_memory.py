@@ -7,7 +7,9 @@ PSUM side is accepted only against HBM (legacy `nl.store` of a PSUM tile: the co
 copy to SBUF); PSUM<->on-chip DMA is rejected.
 Rule 5 (sbuf_capacity, psum_capacity): footprints by liveness (lower/analysis/liveness.py: tiles live from
 allocation to last use, loop-local tiles one iteration at a time, block-dimension tensors only the
-blocks live at the same time; PSUM rounded up to whole 2 KiB banks). Where the peak over program
+blocks live at the same time; PSUM rounded up to whole 2 KiB banks; a directly allocated tensor at most
+its physical tiles; where that estimate is over, a block tensor costs the blocks holding a value at once
+in program order, lower/footprints.py `refine_blocks`). Where the peak over program
 points exceeds target.sbuf_partition_bytes / psum_partition_bytes: an automatically allocated kernel
 gets a CapacityWarning [NL-W401] at the peak's line (what is over, by how much, which tiles: the
 hardware compiler would spill); an error only where one tile alone is larger than a partition's

@@ -223,3 +223,19 @@ def test_a_block_tensor_filled_before_it_is_read_still_costs_every_block():
         pipelined_psum.trace(spec((128, 128)), spec((128, 16 * 512)), True, target="trn2")
     msg = str(rec[0].message)
     assert "NL-W401" in msg and "'qk'" in msg and "16 block(s) of 2048 B" in msg
+
+
+def test_close_compares_in_chunks_like_at_once(monkeypatch):
+    """checkdir.close compares a chunk at a time (bounded float64 temporaries); the verdict and the
+    reported error are those of the whole array."""
+    monkeypatch.setattr(checkdir, "_CHUNK", 7)
+    want = np.linspace(-3, 3, 50, dtype=np.float32).reshape(5, 10)
+    checkdir.close(want * (1 + 1e-5), want, 1e-4, 1e-4)
+    bad = want.copy()
+    bad[4, 9] += 1.0                                   # in the last, partial chunk
+    with pytest.raises(AssertionError, match="max scaled error"):
+        checkdir.close(bad, want, 1e-4, 1e-4)
+    with pytest.raises(AssertionError, match="1 elements differ"):
+        checkdir.close(bad, want, 0, 0)
+    with pytest.raises(AssertionError, match="shape"):
+        checkdir.close(want.T, want)

@@ -64,15 +64,25 @@ def _detail(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
 
 
+_CHUNK = 1 << 22                 # elements compared at a time: float64 temporaries stay at ~32 MiB each
+
+
 def close(a, b, rtol=1e-4, atol=1e-4):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    """Scaled-tolerance comparison in float64, a chunk at a time (NKIBench's [16, 4096, 4096] results
+    would otherwise need several 2 GiB temporaries, past the sweep's memory cap)."""
+    a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise AssertionError(f"shape {a.shape} vs {b.shape}")
+    a, b = a.reshape(-1), b.reshape(-1)
     if rtol == 0 and atol == 0:
-        if not np.array_equal(a, b):
-            raise AssertionError(f"not bit-identical: {np.sum(a != b)} elements differ")
+        differ = sum(int(np.sum(a[i:i + _CHUNK] != b[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
+        if differ:
+            raise AssertionError(f"not bit-identical: {differ} elements differ")
         return
-    err = np.max(np.abs(a - b) / (atol + rtol * np.abs(b))) if a.size else 0.0
+    err = 0.0
+    for i in range(0, a.size, _CHUNK):
+        x, y = a[i:i + _CHUNK].astype(np.float64), b[i:i + _CHUNK].astype(np.float64)
+        err = max(err, float(np.max(np.abs(x - y) / (atol + rtol * np.abs(y)))))
     if not err <= 1.0:
         raise AssertionError(f"mismatch: max scaled error {err:.3g}")
 

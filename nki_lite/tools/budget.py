@@ -32,7 +32,7 @@ class CaseTimeout(Exception):
 def deadline(seconds: float | None) -> Iterator[None]:
     usable = bool(seconds and seconds > 0) and hasattr(signal, "SIGALRM") \
         and threading.current_thread() is threading.main_thread()
-    if not usable:
+    if not usable or seconds is None:
         yield
         return
 

@@ -74,7 +74,8 @@ def _warns():
     warnings.warn("looks wrong", UserWarning)
 
 
-def test_inprocess_sweep_reports_timeouts_exclusions_and_warnings():
+def test_inprocess_sweep_reports_timeouts_exclusions_and_warnings(monkeypatch):
+    monkeypatch.setenv("NKI_LITE_MODE", "jit")     # the runner sets the mode per check: restored after the test
     checks = [("fast", lambda: None), ("slow", _slow), ("warns", _warns), ("huge", _slow)]
     table = [budget.Exclusion("mine", "huge", "needs 13 GB")]
     lines = []

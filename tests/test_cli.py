@@ -312,7 +312,8 @@ def test_check_corpus_script_and_cli_share_the_engine(tmp_path, capsys):
     script = subprocess.run([sys.executable, os.path.join(ROOT, "tutorials", "check_corpus.py"), str(tmp_path),
                              "--mode=interpret"], capture_output=True, text=True, timeout=600)
     assert script.returncode == 0, script.stderr
-    lines = script.stdout.splitlines()
+    budgets, *lines = script.stdout.splitlines()
+    assert budgets.startswith("budgets: 1800 s wall clock per case, 10 GiB address space")
     assert lines[0].split()[:4] == ["NKIBench", "exp", "interpret", "pass"]
     assert lines[-1] == f"NKIBench ({tmp_path}): interpret: 1 passed, 0 failed"
     assert cli.main(["check", str(tmp_path), "--mode", "interpret"]) == 0

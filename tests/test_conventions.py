@@ -91,7 +91,9 @@ def test_public_modules_type_check(tmp_path):
 
 
 # names the package passes between its own processes, not knobs a user sets
-INTERNAL_ENV = {"NKI_LITE_CORPUS_RESULTS": "the result file `check` hands its pytest subprocess"}
+INTERNAL_ENV = {"NKI_LITE_CORPUS_RESULTS": "the result file `check` hands its pytest subprocess",
+                "NKI_LITE_CORPUS_TIMEOUT": "the per-test budget `check` hands its pytest subprocess",
+                "NKI_LITE_CORPUS_EXCLUDE": "the cases `check` tells its pytest subprocess to leave out"}
 
 
 def test_every_knob_the_package_reads_is_registered_and_documented():

@@ -17,6 +17,15 @@ allocation can give it. The model is the hardware compiler's automatic allocatio
   body; the deepest such loop decides (lower/blocks.py `block_scope`, the rule the compaction pass
   uses to allocate such tensors as used in both backends). Otherwise it costs the blocks it ever
   touches (every block when the enumeration is over budget).
+- a directly allocated tensor (nki.compiler `.mod_alloc` / `.alloc`: its physical tiles are
+  `Kernel.placements`) costs at most its distinct physical tiles: `mod_alloc(num_bank_tiles=(1,))`
+  rotates all 16 blocks of a [16, par_dim(128), 512] PSUM tensor through one bank, so 16 live
+  blocks hold one bank, not 16 (nki-samples' allocated_fused_rms_norm_qkv).
+- `refine_blocks(ctx, fps)` (the capacity rule calls it only where the estimate above is over capacity):
+  a block tensor costs at most the blocks holding a value at the same time in program order
+  (lower/verify_alloc.py `live_blocks`), e.g. a software-pipelined kernel whose loop uses block i while
+  its prologue and epilogue use the first and last blocks (nki-samples' attention v11: 32 x 8 PSUM
+  blocks, each read right after its matmul) holds a few banks, not all of them.
 """
 from __future__ import annotations
 
@@ -77,6 +86,20 @@ def _block_footprint(ctx: Ctx, b, alloc: Site | None, uses) -> Footprint | None:
     return None if n == total_blocks else Footprint(0, 0, n * one, one, n)
 
 
+def _physical_cap(ctx: Ctx, out: dict[str, Footprint]) -> dict[str, Footprint]:
+    """Directly allocated tensors: no more blocks than distinct physical tiles (blocks sharing a tile
+    rotate through it; the overlap rule, verify_alloc.py NL-E505, checks they never hold live values at once)."""
+    for name, tiles in getattr(ctx.kernel, "placements", ()):
+        fp = out.get(name)
+        if fp is None or not tiles:
+            continue
+        distinct = len(set(tiles))
+        if distinct < fp.blocks:
+            out[name] = Footprint(fp.start, fp.end, distinct * fp.tile_bytes, fp.tile_bytes, distinct,
+                                  fp.scope or f"placed in {distinct} physical tile(s)")
+    return out
+
+
 def footprints(ctx: Ctx) -> dict[str, Footprint]:
     alloc, uses = on_chip_uses(ctx)
     out: dict[str, Footprint] = {}
@@ -99,4 +122,21 @@ def footprints(ctx: Ctx) -> dict[str, Footprint]:
             out[name] = fp
         else:                                  # fewer blocks than declared, whole-kernel interval
             out[name] = Footprint(start, end, fp.bytes, fp.tile_bytes, fp.blocks)
+    return _physical_cap(ctx, out)
+
+
+def refine_blocks(ctx: Ctx, fps: dict[str, Footprint]) -> dict[str, Footprint]:
+    """fps with each automatically allocated block tensor's cost lowered to its most simultaneously live
+    blocks (never raised). A directly allocated tensor keeps its physical tiles: the kernel placed them."""
+    from .verify_alloc import live_blocks
+    placed = {n for n, _ in getattr(ctx.kernel, "placements", ())}
+    names = [n for n, f in fps.items() if f.blocks > 1 and n not in placed]
+    if not names:
+        return fps
+    live = live_blocks(ctx, names)
+    out = dict(fps)
+    for n, k in live.items():
+        f = fps[n]
+        if 0 < k < f.blocks and k * f.tile_bytes < f.bytes:
+            out[n] = Footprint(f.start, f.end, k * f.tile_bytes, f.tile_bytes, k, f"at most {k} block(s) live at once")
     return out

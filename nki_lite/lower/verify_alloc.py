@@ -177,6 +177,28 @@ def _intervals(ev: _Events):
     return [(int(key[a]), int(t[a]), int(t[e]), int(site[a]), int(site[e])) for a, e in zip(starts, ends)]
 
 
+def live_blocks(ctx: Ctx, names) -> dict[str, int]:
+    """The most logical blocks of each named on-chip tensor that hold a value at the same time, over the
+    serial order of this module's event model (an access to the next access of the block, dead before a
+    whole-block overwrite; SPMD programs apart). Used by the capacity rule for automatically allocated
+    block tensors (lower/footprints.py `refine_blocks`); {} when the enumeration is over budget."""
+    ev = _collect(ctx, dict.fromkeys(names))
+    if ev is None:
+        return {}
+    by: dict[tuple, list] = {}
+    for key, start, end, _, _ in _intervals(ev):
+        name, _, _, prog = ev.names[key]
+        by.setdefault((name, prog), []).extend(((start, 0), (end, 1)))
+    out: dict[str, int] = {}
+    for (name, _), marks in by.items():
+        run = peak = 0
+        for _, kind in sorted(marks):      # at one time stamp a start counts before an end: both live
+            run += 1 if kind == 0 else -1
+            peak = max(peak, run)
+        out[name] = max(out.get(name, 0), peak)
+    return out
+
+
 def _overlap(x, y, psum: bool) -> bool:
     parts = x.partition < y.partition + y.pdim and y.partition < x.partition + x.pdim
     if psum:

@@ -7,7 +7,9 @@ PSUM side is accepted only against HBM (legacy `nl.store` of a PSUM tile: the co
 copy to SBUF); PSUM<->on-chip DMA is rejected.
 Rule 5 (sbuf_capacity, psum_capacity): footprints by liveness (lower/analysis/liveness.py: tiles live from
 allocation to last use, loop-local tiles one iteration at a time, block-dimension tensors only the
-blocks live at the same time; PSUM rounded up to whole 2 KiB banks). Where the peak over program
+blocks live at the same time; PSUM rounded up to whole 2 KiB banks; a directly allocated tensor at most
+its physical tiles; where that estimate is over, a block tensor costs the blocks holding a value at once
+in program order, lower/footprints.py `refine_blocks`). Where the peak over program
 points exceeds target.sbuf_partition_bytes / psum_partition_bytes: an automatically allocated kernel
 gets a CapacityWarning [NL-W401] at the peak's line (what is over, by how much, which tiles: the
 hardware compiler would spill); an error only where one tile alone is larger than a partition's
@@ -120,11 +122,24 @@ def check_psum_tiles(ctx: Ctx, site: Site) -> None:
                      f"{per})")
 
 
+def _usage(npos: int, bufs) -> list[int]:
+    """Bytes per partition live at each program position."""
+    diff = [0] * (npos + 1)
+    for f in bufs.values():
+        diff[f.start] += f.bytes
+        diff[f.end + 1] -= f.bytes
+    usage, run = [], 0
+    for p in range(npos):
+        run += diff[p]
+        usage.append(run)
+    return usage
+
+
 def check_capacity(ctx: Ctx) -> None:
     if not ctx.sites:
         return
     from .. import config
-    from .footprints import footprints
+    from .footprints import footprints, refine_blocks
     t = ctx.target
     fps = footprints(ctx)
     strict = config.get("NKI_LITE_STRICT_CAPACITY")
@@ -143,15 +158,10 @@ def check_capacity(ctx: Ctx) -> None:
                     loc=b.loc,
                     hint="tile the free dimension (or add a block dimension in front of nl.par_dim) so that one "
                          "tile fits")
-        npos = len(ctx.sites)
-        diff = [0] * (npos + 1)
-        for n, f in bufs.items():
-            diff[f.start] += f.bytes
-            diff[f.end + 1] -= f.bytes
-        usage, run = [], 0
-        for p in range(npos):
-            run += diff[p]
-            usage.append(run)
+        usage = _usage(len(ctx.sites), bufs)
+        if max(usage) > cap:          # over by the static estimate: count the blocks live at once, then decide
+            bufs = refine_blocks(ctx, bufs)
+            usage = _usage(len(ctx.sites), bufs)
         peak = max(usage)
         if peak <= cap:
             continue

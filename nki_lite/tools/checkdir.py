@@ -2,23 +2,29 @@
 kernels in CI), on one or both backends; also the engine of tutorials/check_corpus.py.
 
 Contract:
-- `sources(root, tutorials=None)` recognises a directory by its layout and returns [(label, run)],
-  where `run(mode, only)` yields (name, status, detail, seconds) with status pass / FAIL / skip:
+- `sources(root, tutorials=None, generic=True, timeout=None, exclusions=())` recognises a directory by its
+  layout and returns [(label, run)], where `run(mode, only)` yields (name, status, detail, seconds[,
+  warnings]) with status pass / FAIL / skip / left out:
   * NKIBench (`kernels/*.py` + `reference/*_numpy_*.py`): each reference's inputs, the kernel's
     result through the reference's transforms, compared with its `forward` (scaled tolerance);
   * aws-neuron-sdk (legacy `general/nki/test`) and nki-samples (`test/unit`, simulation tests): the
     repository's own pytest tests in a subprocess per mode with nki_lite/tools/corpus_plugin.py;
-    their tutorial kernels too when `tutorials(label, dir)` provides the runner (check_corpus.py
-    does, with its own inputs);
+    their tutorial kernels too when `tutorials(label, dir)` gives them as [(name, check)]
+    (check_corpus.py does, with its own inputs);
   * any other directory: every `*.py` file below it (not hidden, not conftest) that imports NKI is
     loaded (legacy imports through nki_lite.compat) and each module-level function named `check*`
     or `test*` that takes no required argument is run as one check (it raises on a mismatch, e.g.
     with numpy.testing or nki_lite.testing.assert_close). A kernel file with no such function is a
     skip ("no numpy check"); files of either NKI dialect are checked alike.
-- `run(dirs, modes, only, show, bar)` prints one line per check and mode via `show`, then one
-  summary line per source, and returns (failures, passes) (the CI exit code is non-zero if any
-  failed, and for `nki-lite check` also if nothing passed: a CI job that checks nothing is a mistake);
-  NKI_LITE_MODE is restored afterwards.
+- `run(dirs, modes, only, show, bar, timeout=, exclusions=)` prints one line per check and mode via
+  `show`, then one summary line per source, and returns (failures, passes) (the CI exit code is non-zero
+  if any failed, and for `nki-lite check` also if nothing passed: a CI job that checks nothing is a
+  mistake); NKI_LITE_MODE is restored afterwards. `timeout` (seconds) is each check's wall-clock budget
+  (tools/budget.py: past it the check is a FAIL saying so and the sweep goes on); `exclusions`
+  (budget.Exclusion rows) leave cases out with a reason: status "left out", counted apart and listed
+  after the summary with the reason. Runners may yield a fifth field, the check's warnings; `run`
+  prints every distinct warning with the number of checks that emitted it and one example (the
+  false-positive audit).
   `bar=True` adds a progress bar on stderr (tools/progress.py).
 """
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from . import budget
 from .kernelfile import dialect, load_module
 from .progress import progress
 
@@ -57,15 +64,25 @@ def _detail(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
 
 
+_CHUNK = 1 << 22                 # elements compared at a time: float64 temporaries stay at ~32 MiB each
+
+
 def close(a, b, rtol=1e-4, atol=1e-4):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    """Scaled-tolerance comparison in float64, a chunk at a time (NKIBench's [16, 4096, 4096] results
+    would otherwise need several 2 GiB temporaries, past the sweep's memory cap)."""
+    a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise AssertionError(f"shape {a.shape} vs {b.shape}")
+    a, b = a.reshape(-1), b.reshape(-1)
     if rtol == 0 and atol == 0:
-        if not np.array_equal(a, b):
-            raise AssertionError(f"not bit-identical: {np.sum(a != b)} elements differ")
+        differ = sum(int(np.sum(a[i:i + _CHUNK] != b[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
+        if differ:
+            raise AssertionError(f"not bit-identical: {differ} elements differ")
         return
-    err = np.max(np.abs(a - b) / (atol + rtol * np.abs(b))) if a.size else 0.0
+    err = 0.0
+    for i in range(0, a.size, _CHUNK):
+        x, y = a[i:i + _CHUNK].astype(np.float64), b[i:i + _CHUNK].astype(np.float64)
+        err = max(err, float(np.max(np.abs(x - y) / (atol + rtol * np.abs(y)))))
     if not err <= 1.0:
         raise AssertionError(f"mismatch: max scaled error {err:.3g}")
 
@@ -115,28 +132,38 @@ def _pytest_once(cmd: list[str], env: dict, testdir: Path) -> tuple[list[dict], 
     """Run pytest once; (the plugin's result rows, the test it died in or None, pytest's exit code)."""
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as f:
         out = f.name
-    proc = subprocess.run(cmd, env=dict(env, NKI_LITE_CORPUS_RESULTS=out), cwd=testdir, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, timeout=3600)
+    try:
+        code = subprocess.run(cmd, env=dict(env, NKI_LITE_CORPUS_RESULTS=out), cwd=testdir, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=_RUN_LIMIT).returncode
+    except subprocess.TimeoutExpired:      # subprocess.run killed it: the test it was in fails, the rest resume
+        code = -9
     with open(out) as f:
         lines = [json.loads(line) for line in f if line.strip()]
     os.unlink(out)
     rows = [r for r in lines if r["outcome"] != "started"]
     finished = {r["id"] for r in rows}
     started = [r["id"] for r in lines if r["outcome"] == "started" and r["id"] not in finished]
-    return rows, (started[-1] if started and proc.returncode not in (0, 1, 5) else None), proc.returncode
+    return rows, (started[-1] if started and code not in (0, 1, 5) else None), code
 
 
 _RESUMES = 8
+_RUN_LIMIT = 4 * 3600          # one pytest run; the per-test budget (NKI_LITE_CORPUS_TIMEOUT) is the real limit
 
 
-def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path]):
+def _mode_exclusions(exclusions, label: str, mode: str) -> list[tuple[str, str]]:
+    return [(e.pattern, e.reason) for e in exclusions or () if e.label == label and (not e.modes or mode in e.modes)]
+
+
+def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[Path], timeout: float | None = None,
+                  exclusions=()):
     """A runner for a directory of the repository's own tests (their inputs, their numpy references),
     run by pytest in a subprocess per mode with nki_lite's corpus plugin. A subprocess that dies inside
     a test (a signal: the OOM killer when the machine is shared, a crash) makes that test a FAIL naming the
     signal, and pytest resumes after it (up to _RESUMES times): the other tests still run, and no death
     looks like a shorter clean run."""
     def run(mode: str, only: list[str]):
-        env = dict(os.environ, NKI_LITE_MODE=mode,
+        env = dict(os.environ, NKI_LITE_MODE=mode, NKI_LITE_CORPUS_TIMEOUT=str(timeout or 0),
+                   NKI_LITE_CORPUS_EXCLUDE=json.dumps(_mode_exclusions(exclusions, label, mode)),
                    PYTHONPATH=os.pathsep.join([str(p) for p in pythonpath] + [os.environ.get("PYTHONPATH", "")]))
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "nki_lite.tools.corpus_plugin",
                "-W", "ignore", "--import-mode=importlib", "--continue-on-collection-errors", "--tb=line", *extra,
@@ -156,30 +183,38 @@ def pytest_checks(label: str, testdir: Path, extra: list[str], pythonpath: list[
             more, died, code = _pytest_once(cmd + done, env, testdir)
             rows += more
         for r in rows:
-            status = "pass" if r["outcome"] == "passed" else "skip" if r["outcome"] == "skipped" else "FAIL"
-            yield r["id"], status, r["error"], 0.0
+            status = {"passed": "pass", "skipped": "skip", "excluded": "left out"}.get(r["outcome"], "FAIL")
+            yield r["id"], status, r["error"], 0.0, r.get("warnings", [])
         if code not in (0, 1, 5) and (rows or died):
             yield (f"{testdir.name} (stopped)", "FAIL", f"pytest exited with {_exit_reason(code)} after "
                    f"{len(rows)} results{f' in {died}' if died else ''}", time.perf_counter() - t0)
     return label, run
 
 
-def inprocess_checks(label: str, checks):
+def inprocess_checks(label: str, checks, timeout: float | None = None, exclusions=()):
     """A runner over in-process (name, check) pairs: a check that raises _NoCheck is a skip, any
-    other exception a FAIL (shared by NKIBench and the generic file checks)."""
+    other exception a FAIL (shared by NKIBench, the tutorial kernels and the generic file checks);
+    each check runs under the time budget with its warnings recorded."""
     def run(mode: str, only: list[str]):
         for name, check in checks:
             if only and not any(o in name for o in only):
                 continue
+            reason = budget.excluded(exclusions, label, name, mode)
+            if reason is not None:
+                yield name, "left out", reason, 0.0
+                continue
             os.environ["NKI_LITE_MODE"] = mode
             t0 = time.perf_counter()
-            try:
-                check()
-                yield name, "pass", "", time.perf_counter() - t0
-            except _NoCheck as e:
-                yield name, "skip", str(e), time.perf_counter() - t0
-            except Exception as e:  # report every failure, keep going
-                yield name, "FAIL", _detail(e), time.perf_counter() - t0
+            with budget.record_warnings() as seen:
+                try:
+                    with budget.deadline(timeout):
+                        check()
+                    status, detail = "pass", ""
+                except _NoCheck as e:
+                    status, detail = "skip", str(e)
+                except Exception as e:  # report every failure (a timeout, a MemoryError under a cap), keep going
+                    status, detail = "FAIL", _detail(e)
+            yield name, status, detail, time.perf_counter() - t0, seen
     return label, run
 
 
@@ -260,24 +295,27 @@ def _sdk_root(root: Path) -> Path | None:
     return None
 
 
-def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | None = None,
-            generic: bool = True) -> list[tuple[str, Runner]]:
-    """[(source label, runner)] for a directory, by its layout."""
+def sources(root: Path, tutorials: Callable[[str, Path], list] | None = None, generic: bool = True,
+            timeout: float | None = None, exclusions=()) -> list[tuple[str, Runner]]:
+    """[(source label, runner)] for a directory, by its layout; every runner keeps the time budget and
+    the exclusions."""
     root = root.resolve()
+    budgets = dict(timeout=timeout, exclusions=exclusions)
     for nb in (root, root / "NKIBench"):
         if (nb / "kernels").is_dir() and (nb / "reference").is_dir():
-            return [inprocess_checks("NKIBench", list(nkibench_checks(nb)))]
+            return [inprocess_checks("NKIBench", list(nkibench_checks(nb)), **budgets)]
     out = []
     sdk = _sdk_root(root)
     if sdk is not None:                                            # aws-neuron-sdk (legacy tree)
-        out.append(pytest_checks("sdk-test", sdk / "test", [], []))
+        out.append(pytest_checks("sdk-test", sdk / "test", [], [], **budgets))
         if tutorials and (sdk / "examples").is_dir():
-            out.append(tutorials("sdk-examples", sdk / "examples"))
+            out.append(inprocess_checks("sdk-examples", tutorials("sdk-examples", sdk / "examples"), **budgets))
     if (root / "src" / "nki_samples").is_dir():                    # nki-samples
         out.append(pytest_checks("samples-test", root / "test" / "unit", ["--simulation-only", "-m", "simulation"],
-                                 [root / "src"]))
+                                 [root / "src"], **budgets))
         if tutorials:
-            out.append(tutorials("samples-tutorials", root / "src" / "nki_samples" / "tutorials"))
+            label = "samples-tutorials"
+            out.append(inprocess_checks(label, tutorials(label, root / "src" / "nki_samples" / "tutorials"), **budgets))
     if not out and generic:
         out.append(generic_checks("files", root))
     if not out:
@@ -286,10 +324,11 @@ def sources(root: Path, tutorials: Callable[[str, Path], tuple[str, Runner]] | N
 
 
 def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str], None] = print,
-        bar: bool = False, tutorials=None, generic: bool = True) -> tuple[int, int]:
+        bar: bool = False, tutorials=None, generic: bool = True, timeout: float | None = None,
+        exclusions=()) -> tuple[int, int]:
     saved = os.environ.get("NKI_LITE_MODE")
     try:
-        return _run(dirs, modes, only, show, bar, tutorials, generic)
+        return _run(dirs, modes, only, show, bar, lambda d: sources(d, tutorials, generic, timeout, exclusions))
     finally:                     # the checks set NKI_LITE_MODE per mode: leave the caller's as it was
         if saved is None:
             os.environ.pop("NKI_LITE_MODE", None)
@@ -297,26 +336,39 @@ def run(dirs: list[Path], modes: list[str], only: list[str], show: Callable[[str
             os.environ["NKI_LITE_MODE"] = saved
 
 
-def _run(dirs, modes, only, show, bar, tutorials, generic) -> tuple[int, int]:
-    summary = []
+_STATUS = {"pass": 0, "FAIL": 1, "skip": 2, "left out": 3}
+
+
+def _run(dirs, modes, only, show, bar, sources_of) -> tuple[int, int]:
+    summary, left_out = [], []
+    audit: dict[str, list[str]] = {}          # warning line -> the checks that emitted it
     failures = passes = 0
     for d in dirs:
-        for label, runner in sources(d, tutorials, generic):
-            counts = {m: [0, 0, 0] for m in modes}
+        for label, runner in sources_of(d):
+            counts = {m: [0, 0, 0, 0] for m in modes}
             for mode in modes:
                 rows = runner(mode, only)
                 if bar:
                     rows = progress(rows, total=getattr(runner, "count", None), desc=f"check {label} ({mode})")
-                for name, status, detail, secs in rows:
-                    k = {"pass": 0, "FAIL": 1, "skip": 2}[status]
-                    counts[mode][k] += 1
+                for name, status, detail, secs, *seen in rows:
+                    counts[mode][_STATUS[status]] += 1
                     failures += status == "FAIL"
                     passes += status == "pass"
+                    if status == "left out":
+                        left_out.append(f"left out: {label} {name} ({mode}): {detail}")
+                    for line in (seen[0] if seen else []):
+                        audit.setdefault(line, []).append(f"{label} {name} ({mode})")
                     show(f"{label:17s} {name[-70:]:70s} {mode:9s} {status:5s} {secs:7.2f}s {detail}")
             summary.append((label, d, counts))
     show("")
     for label, d, counts in summary:
         per = "; ".join(f"{m}: {p} passed, {f} failed" + (f", {sk} skipped" if sk else "")
-                        for m, (p, f, sk) in counts.items())
+                        + (f", {lo} left out" if lo else "") for m, (p, f, sk, lo) in counts.items())
         show(f"{label} ({d}): {per}")
+    for line in left_out:
+        show(line)
+    if audit:
+        show(f"warnings ({len(audit)} distinct; count of checks, first check):")
+    for line, where in sorted(audit.items()):
+        show(f"  {len(where):4d}  {line}  [{where[0]}]")
     return failures, passes

@@ -24,6 +24,12 @@ A test module's `get_target_string()` (nki-samples' tests read the host's instan
 /sys/devices/virtual/dmi/id/product_name and return early unless it is "trn2") answers the target
 nki_lite simulates (config.default_target()): the host here is not a Trainium instance, and the kernel
 is what is checked, not the host.
+
+Sweep budgets (set by tools/checkdir.py): $NKI_LITE_CORPUS_TIMEOUT (seconds) stops a test that runs longer
+(tools/budget.py's deadline: a FAIL saying so, and the next test runs); $NKI_LITE_CORPUS_EXCLUDE (a JSON list
+of [regular expression, reason]) leaves out the collected tests whose node id matches, each written as an
+"excluded" line with its reason, never silently. Every warning a test emits is written with its line
+("warnings": ["Category: first line", ...]) for the sweep's false-positive audit.
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ nki_lite.compat.install()
 
 import nki_lite  # noqa: E402
 import nki_lite.config  # noqa: E402
+from nki_lite.tools import budget  # noqa: E402
 from nki_lite.tools.checkdir import collection_error  # noqa: E402
 from nki_lite.runtime import kernel as _k  # noqa: E402
 
@@ -127,6 +134,39 @@ def _simulated_instance_type(request, monkeypatch):
     yield
 
 
+def _write(row: dict) -> None:
+    path = os.environ.get("NKI_LITE_CORPUS_RESULTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """After the repository's own selection (nki-samples' conftest keeps the simulation tests): leave out
+    the tests $NKI_LITE_CORPUS_EXCLUDE names, each reported with its reason."""
+    table = json.loads(os.environ.get("NKI_LITE_CORPUS_EXCLUDE") or "[]")
+    if not table:
+        return
+    keep = []
+    for item in items:
+        reason = next((why for pattern, why in table if re.search(pattern, item.nodeid)), None)
+        if reason is None:
+            keep.append(item)
+        else:
+            _write({"id": item.nodeid, "outcome": "excluded", "error": reason})
+    items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """The test body under the per-test time budget, with every warning it emits recorded."""
+    seconds = float(os.environ.get("NKI_LITE_CORPUS_TIMEOUT") or 0)
+    with budget.record_warnings() as seen, budget.deadline(seconds):
+        yield
+    item.user_properties.append(("corpus_warnings", seen))
+
+
 def _first_line(report) -> str:
     r = report.longrepr
     if r is None:
@@ -152,9 +192,11 @@ def pytest_runtest_logreport(report):
         return
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         with open(path, "a") as f:
-            note = dict(report.user_properties).get("corpus_note", "")
+            props = dict(report.user_properties)
+            note = props.get("corpus_note", "")
             f.write(json.dumps({"id": report.nodeid, "outcome": report.outcome,
-                                "error": _first_line(report) if report.outcome != "passed" else note}) + "\n")
+                                "error": _first_line(report) if report.outcome != "passed" else note,
+                                "warnings": props.get("corpus_warnings", [])}) + "\n")
 
 
 def pytest_collectreport(report):

@@ -42,6 +42,7 @@ from .index import Index, as_index
 from .memory import ON_CHIP, resolve_dtype
 from .tile import Tile, broadcast_access, provide_tile_ops
 from .tracer import user_text
+from .views_bitcast import dtype_view
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -244,8 +245,7 @@ def ap(t: Tile, pattern, offset=None, scalar_offset=None, vector_offset=None, in
     """NkiTensor.ap: the view `storage[offset + sum(step_k * i_k)]` over i_k in [0, num_k)."""
     pat = _pattern(pattern)
     if dtype is not None and _on_chip(t) and resolve_dtype(dtype, capture_loc()) != t.dtype_name:
-        from .views_bitcast import dtype_view    # an on-chip view as another dtype: a refreshed snapshot
-        snap, start = dtype_view(t, resolve_dtype(dtype, capture_loc()))
+        snap, start = dtype_view(t, resolve_dtype(dtype, capture_loc()), *_linear(t))   # a refreshed snapshot
         o = Affine(0) if offset is None else as_index(offset)
         if o is NotImplemented or (not isinstance(o, Affine) and o.ndim):
             raise _err("access_pattern", f"offset must be an int or a loop-variable expression, got {offset!r}")

@@ -32,12 +32,13 @@ def _err(msg: str, hint: str) -> errors.NkiLiteError:
     return errors.make("unsupported", msg, loc=capture_loc(), hint=hint)
 
 
-def dtype_view(t: Tile, dt: str) -> tuple[Tile, Affine]:
-    from .views import _linear, _prod
+def dtype_view(t: Tile, dt: str, part: Affine, free: Affine) -> tuple[Tile, Affine]:
+    """part, free: the view's partition index and offset in the partition (lang/views.py `_linear`)."""
     tr, buf = t._tracer, t.buf
-    part, free = _linear(t)
     at0 = {axis_var(k): 0 for k in range(t.ndim)}
-    fsize = _prod(buf.shape[1:])
+    fsize = 1
+    for s in buf.shape[1:]:
+        fsize *= s
     a, b = D.INFO[buf.dtype].itemsize, D.INFO[dt].itemsize
     if (fsize * a) % b:
         raise _err(f".ap(dtype={dt}) of a {t.space.value} tensor of {fsize} {buf.dtype} elements per partition: "
@@ -52,6 +53,7 @@ def dtype_view(t: Tile, dt: str) -> tuple[Tile, Affine]:
     fnew = fsize * a // b
     snap = new_buffer(tr, (buf.shape[0], fnew), dt, buf.space, buf.name + "_as_" + dt, capture_loc())
     tr.bitcast_views[snap.name] = (ir.Access.full(snap), ir.Access.full(buf), capture_loc())
+    tr.refresh_views = refresh          # the tracer calls it before each emit (no import of this module there)
     return Tile(tr, ir.Access.full(snap), dt), Affine(p0 * fnew + f0 * a // b)
 
 

@@ -41,7 +41,7 @@ def test_a_not_built_stub_is_classified_not_supported():
     assert compat_table.classify("nki.language.NkiTensor.indirect") == (
         "not supported", "tensor method not built (docs/nki_dialect.md, tensor views)")
     status, note = compat_table.classify("nki.language.NkiTensor.ap")       # __nki_partial__ of a tensor method
-    assert status == "partial" and "dtype: same element size" in note
+    assert status == "partial" and "dtype: on-chip: read-only" in note
     status, note = compat_table.classify("nki.isa.nc_matmul")
     assert status == "partial" and note.startswith("accumulate:")
 

@@ -189,7 +189,12 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", action="store_true", help="also print every test case's outcome")
     ap.add_argument("--keep-slow-skips", action="store_true",
                     help="do not run files whose fast cases the library skips, all of them, as slow in simulation")
+    ap.add_argument("--fast-mx-inputs", action="store_true",
+                    help="generate the MX tests' data with tutorials/nkilib_fast_inputs.py (vectorised; the "
+                         "library's own generator loops in Python over every 8x4 group)")
     a = ap.parse_args(argv)
+    if a.fast_mx_inputs:
+        os.environ["NKILIB_FAST_MX_INPUTS"] = "1"      # read by the plugin in the pytest process
     modes = [m for m in a.mode.split(",") if m]
     only = [o for o in a.only.split(",") if o]
     results = {}

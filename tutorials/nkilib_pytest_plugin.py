@@ -18,6 +18,8 @@ At import (before the library's conftest runs its `pytest_configure`) it
 - registers `test.utils.scripts.remote_lock_scripts` and `test.utils.perf_analysis_private`, which the
   public repository's harness imports but does not ship (remote hardware locking, profile analysis:
   unused in simulation mode).
+With $NKILIB_FAST_MX_INPUTS=1 it replaces the library's MX test-data generator by a vectorised one
+(tutorials/nkilib_fast_inputs.py: same distribution, another random stream).
 It then writes one JSON line per test (nodeid, outcome, first error line) to $NKI_LITE_CORPUS_RESULTS,
 and one per failed collection. It skips nothing itself: the library's conftest skips its large-shape
 simulation cases, and `-m fast` picks its manual test vectors.
@@ -196,6 +198,9 @@ def pytest_collection(session):
     from test.utils.test_orchestrator import Orchestrator
     if not hasattr(Orchestrator, "_compiled_kernel"):
         Orchestrator._compiled_kernel = None
+    if os.environ.get("NKILIB_FAST_MX_INPUTS") == "1":    # before the test modules bind the generator
+        import nkilib_fast_inputs
+        nkilib_fast_inputs.install()
 
 
 import pytest  # noqa: E402

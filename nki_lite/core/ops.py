@@ -82,6 +82,8 @@ _TABLE = [
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("memset", "fill the destination with a constant",
      "vector", "compute", _F, _F, _T, _F, _F, (), _F, _F),
+    ("bitcast", "byte-exact copy of an on-chip tile into a tile of another dtype (an `.ap(dtype=)` view's snapshot)",
+     "vector", "compute", _F, _F, _F, _F, _F, ALL, _F, _F),
     ("iota", "fill the destination with an affine expression of its indices",
      "gpsimd", "compute", _F, _F, _F, _F, _F, (), _F, _F),
     ("transpose", "2-D partition/free transpose, exact data movement",

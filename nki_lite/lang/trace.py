@@ -98,6 +98,7 @@ def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target
     tr.unroll_locs = set(unroll_locs)
     tr.broken_loop = None
     tr.fn = fn
+    tr.object_truth = write_back_params      # the current dialect: `if hbm_tensor:` tests an optional argument
     sig = inspect.signature(fn)
     with tr:
         call_args = _bind_params(tr, sig, bound, loc, outputs_in_params or write_back_params)

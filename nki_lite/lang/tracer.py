@@ -61,6 +61,9 @@ class Tracer:
         self.unroll_locs: set = set()                 # (file, line) of loops traced unrolled (UnrollRequest)
         self.python_loops: set[str] = set()           # loop variables of current-dialect loops (Python semantics)
         self.flat_buffers: set[str] = set()           # on-chip buffers stored [P, free size] (lang/flat_storage.py)
+        self.bitcast_views: dict = {}                 # snapshot buffer -> (its access, root access, loc) (views_bitcast)
+        self.refresh_views = None                     # set with the first of them: views_bitcast.refresh
+        self.object_truth = False                     # bool(HBM tensor) is True (the current dialect, Tile.__bool__)
         self._token = None
 
     @property
@@ -105,6 +108,8 @@ class Tracer:
             self.pending.materialize()
         if self._oversize and instr.op != "alloc":
             self._raise_oversize(instr)
+        if self.bitcast_views:
+            self.refresh_views(self, instr)         # lang/views_bitcast.py `refresh`
         self.stack[-1].nodes.append(instr)
         return instr
 

@@ -22,8 +22,11 @@ Contract:
   dims, permutations, element counts) are NL-E113; merging dimensions that are not contiguous in
   storage is NL-E114. Dynamic views (`select(dim, tile)`, `vector_select`, `.ap(scalar_offset= /
   vector_offset=)`) are lang/ops_indirect.IndirectView (DMA only), with their run-time bounds checks.
-- Not built: dtype reinterpretation of on-chip tensors and between dtypes of different element sizes
-  (NL-E904; except `.ap(dtype=<MX x4 dtype>)` of a read-only kernel input, whose pattern counts x4 elements), dynamic offsets of on-chip views (NL-E916), `.indirect` (Trn3 tensor indirection; no method).
+- `.ap(dtype=)` of another dtype: of an on-chip tensor, a read-only view of its bytes (lang/views_bitcast.py);
+  of an HBM kernel input the kernel never writes, any element size (the pattern counts the new elements).
+- Not built: other HBM reinterpretations between dtypes of different element sizes (NL-E904), writing
+  through an on-chip dtype view (NL-E904), dynamic offsets of on-chip views (NL-E916), `.indirect` (Trn3
+  tensor indirection; no method).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from .index import Index, as_index
 from .memory import ON_CHIP, resolve_dtype
 from .tile import Tile, broadcast_access, provide_tile_ops
 from .tracer import user_text
+from .views_bitcast import dtype_view
 
 
 def _err(name: str, msg: str, hint: str | None = None):
@@ -184,12 +188,14 @@ def _same_size_dtype(t: Tile, dtype, what: str, resize: bool = False) -> str | N
 
 
 def _resizable(t: Tile, a, b) -> bool:
-    """An `.ap(dtype=<x4>)` view with another element size (the nki-samples MXFP tutorial views uint8 host
-    data as float4_e2m1fn_x4): built for a kernel input whose bytes the new element size divides; writing
+    """An `.ap(dtype=)` view with another element size (the nki-samples MXFP tutorial views uint8 host
+    data as float4_e2m1fn_x4, the NKI Library's mxfp_load bf16 input as fp32 pairs): built for a kernel
+    input whose bytes the new element size divides, to a dtype whose values use every bit; writing
     that input anywhere is NL-E904 (verify_params rule 10: the analyses compare flat offsets in each view's
     own elements, so such a tensor may only be read)."""
     root = _root(t)
-    return (not _on_chip(t) and b.name in D.MX_X4 and a.bits == 8 * a.itemsize and root.kind == "input"
+    return (not _on_chip(t) and (b.name in D.MX_X4 or b.bits == 8 * b.itemsize) and a.bits == 8 * a.itemsize
+            and root.kind == "input"
             and (root.size * a.itemsize) % b.itemsize == 0)
 
 
@@ -241,6 +247,13 @@ def ap(t: Tile, pattern, offset=None, scalar_offset=None, vector_offset=None, in
     if isinstance(scalar_offset, VirtualRegister):      # a register (a dynamic loop's value): its int32 cell
         scalar_offset = scalar_offset.tile
     pat = _pattern(pattern)
+    if dtype is not None and _on_chip(t) and resolve_dtype(dtype, capture_loc()) != t.dtype_name:
+        snap, start = dtype_view(t, resolve_dtype(dtype, capture_loc()), *_linear(t))   # a refreshed snapshot
+        o = Affine(0) if offset is None else as_index(offset)
+        if o is NotImplemented or (not isinstance(o, Affine) and o.ndim):
+            raise _err("access_pattern", f"offset must be an int or a loop-variable expression, got {offset!r}")
+        return ap(snap, pattern, Index(start + (o if isinstance(o, Affine) else o.expr)), scalar_offset,
+                  vector_offset, indirect_dim)
     dt = _same_size_dtype(t, dtype, ".ap(dtype=...)", resize=True)
     shape = tuple(n for _, n in pat)
     part, free = _linear(t)
@@ -496,6 +509,6 @@ provide_tile_ops({"view_ap": ap, "view_slice": slice_, "view_select": select, "v
 
 
 # what the compatibility table (nki/compat_table.py, docs/compat_nki.md) lists as missing
-Tile.ap.__nki_partial__ = {"dtype": "same element size, HBM only",
+Tile.ap.__nki_partial__ = {"dtype": "on-chip: read-only; HBM: same element size, or any for a read-only input",
                            "scalar_offset / vector_offset": "HBM tensors only"}
 Tile.select.__nki_partial__ = {"index": "a run-time (tensor) index on HBM tensors only"}

@@ -2,8 +2,8 @@
 raw codes, not values, so only bit-exact movement and the MX instructions may touch them.
 
 Contract: an instruction with an access of a kind-'x' dtype is allowed when it is quantize_mx or nc_matmul_mx
-(lang/isa_mx.py checks their dtypes at the call), an alloc, a dma_copy / tensor_copy whose source and
-destination have the same dtype (a bit copy), or a memset of an x4 tile to 0 (all codes +0). Anything else
+(lang/isa_mx.py checks their dtypes at the call), an alloc, a bitcast (an on-chip `.ap(dtype=)` view's bytes), a dma_copy / tensor_copy / sendrecv whose source
+and destination have the same dtype (a bit copy), or a memset of an x4 tile to 0 (all codes +0). Anything else
 (arithmetic, a converting copy, a memset of another value) is NL-E120 at the instruction's line.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from ..core import dtypes as D
 from ..core.ir import Access, Imm
 from .analysis.accesses import accesses
 
-MX_OPS = ("quantize_mx", "nc_matmul_mx", "alloc")
-COPIES = ("dma_copy", "tensor_copy")
+MX_OPS = ("quantize_mx", "nc_matmul_mx", "alloc", "bitcast")   # bitcast: a byte copy (views_bitcast)
+COPIES = ("dma_copy", "tensor_copy", "sendrecv")   # sendrecv: a bit copy to the other core
 
 
 def check_mx_dtypes(ctx, site) -> None:

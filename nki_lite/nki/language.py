@@ -105,6 +105,13 @@ def static_range(start, stop=None, step=1):
     return _legacy.static_range(*_range_args(start, stop, step))
 
 
+# `nl.range`: not in the API reference, but the NKI Library's mxfp_load loops over it; as the other helpers
+# it is an alias of range() (a loop with Python semantics, as affine_range).
+@_instruction("nki.language.range")
+def range(start, stop=None, step=1):   # noqa: A001 - the dialect's name
+    return _legacy.affine_range(*_range_args(start, stop, step)).python_loop()
+
+
 def _range_args(start, stop, step) -> tuple:
     return (start,) if stop is None and step == 1 else ((0 if stop is None else start), (start if stop is None
                                                                                            else stop), step)

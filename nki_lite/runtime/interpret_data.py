@@ -1,5 +1,5 @@
 """Interpreter rules for data movement and bookkeeping ops: alloc, dma_copy, tensor_copy, transpose,
-memset, iota, copy_predicated, device_print (mirrored by lower/llvm/rules_data.py).
+memset, iota, copy_predicated, device_print, bitcast (mirrored by lower/llvm/rules_data.py).
 
 Same dtype: bits are copied; a dtype change converts (interpret_common.convert). New tiles are
 filled with NaN / the uninitialised sentinel (runtime/machine.py `fill_uninit`).
@@ -91,3 +91,11 @@ def _device_print(m, instr, env):
     v = m.read(src, env, instr, mask)
     where = ", ".join(f"{k}={val}" for k, val in sorted(env.items()))
     print(f"{instr.attr('prefix')}{' [' + where + ']' if where else ''}\n{v if mask is None else np.where(mask, v, 0)}")
+
+
+@rule("interpret", "bitcast")
+def _bitcast(m: Machine, instr: ir.Instr, env) -> None:
+    """The source tile's bytes, partition by partition, as the destination's dtype (lang/views_bitcast.py)."""
+    src, dst = instr.ins[0], instr.out
+    raw = np.ascontiguousarray(m.read(src, env, instr)).reshape(src.shape[0], -1)
+    m.write(dst, env, raw.view(D.storage(m.dtype_of(dst))).reshape(dst.shape), instr)

@@ -348,6 +348,11 @@ def _alloc(instr: Instr, ctx: CostCtx) -> Cost:
     return Cost("none", formula="0 (allocation)", opcode="alloc")
 
 
+@rule("cost", "bitcast")
+def _bitcast(instr: Instr, ctx: CostCtx) -> Cost:
+    return Cost("none", formula="0 (an `.ap(dtype=)` view: no instruction on the device)", opcode="bitcast")
+
+
 @rule("cost", "device_print")
 def _print(instr: Instr, ctx: CostCtx) -> Cost:
     return Cost("none", formula="0 (debug print, not on device)", opcode="device_print")

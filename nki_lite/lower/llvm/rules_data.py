@@ -1,5 +1,5 @@
 """llvm rules for data movement and fills: alloc, dma_copy, tensor_copy, transpose, memset, iota,
-copy_predicated, device_print (mirrors runtime/interpret_*.py)."""
+copy_predicated, device_print, bitcast (mirrors runtime/interpret_*.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -152,3 +152,20 @@ def _device_print(em, instr, ctx):
         B.emit(f"store i64 {ctx.env[name]}, ptr {p}, align 8")
     B.emit(f"call void %print_cb(i64 {site}, ptr {em.scratch_ptr()})")
     em.mod.needs_print = True
+
+
+@rule("llvm", "bitcast")
+def _bitcast(em, instr, ctx):
+    """Per partition, a memcpy of the row's bytes (both tiles are dense row-major: mirrors interpret_data.py)."""
+    src, dst = instr.ins[0], instr.out
+    em.check_bounds(instr, ctx, (dst, src), None)
+    nbytes = D.itemsize(em.dtype(src))
+    for s in src.shape[1:]:
+        nbytes *= s
+    em.declare("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
+    A = [axis_var(k) for k in range(max(len(src.shape), len(dst.shape)))]
+    with em.context(W=1):
+        with em.b.loop(src.shape[0], "bc") as p:
+            ps = em.elem_ptr(src, {**ctx.env, **{a: "0" for a in A}, A[0]: p})
+            pd = em.elem_ptr(dst, {**ctx.env, **{a: "0" for a in A}, A[0]: p})
+            em.b.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {pd}, ptr {ps}, i64 {nbytes}, i1 false)")

@@ -78,6 +78,8 @@ _TABLE = [
      "none", "marker", _F, _F, _F, _F, _F, (), _F, _F),
     ("dma_copy", "copy between memories (HBM<->SBUF, any<->any), casting to the destination dtype",
      "dma", "dma", _T, _T, _T, _T, _F, (), _F, _F),
+    ("dma_compute", "DMA-engine compute: dst = srcs[0] + srcs[1] + ... in fp32, in source order, cast to dst's dtype",
+     "dma", "dma", _F, _T, _T, _T, _F, (), _F, _F),
     ("tensor_copy", "on-chip copy with cast to the destination dtype",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("memset", "fill the destination with a constant",
@@ -254,7 +256,9 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  # issue #14: LNC=2 core_barrier / sendrecv
                  "nki_lite.runtime.interpret_lnc", "nki_lite.lower.llvm.rules_lnc", "nki_lite.lower.cost.rules_lnc",
                  # issue #14: MX formats
-                 "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx")
+                 "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx",
+                 # issue #14: nisa.dma_compute (interpreter and llvm rules live with dma_copy's)
+                 "nki_lite.lower.cost.rules_dma_compute")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from .. import language as _nl
 from . import _bridge, isa_affine
 from .conform import conform
 from .surface import fill, instruction, not_built_argument
+from ..lang.isa_dma_compute import emit_dma_compute
 
 sync_engine = engine.sync
 
@@ -74,6 +75,16 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     d = _dst(dst, "nisa.dma_copy")
     d, src = _same_shape(d, src)
     _legacy.dma_copy(dst=d, src=src, oob_mode=oob_mode, dge_mode=dge_mode)
+
+
+@instruction("nki.isa.dma_compute", partial={"srcs": "a source with a vector_offset (read-modify-write scatter / "
+                                                       "gather) is NL-E916"})
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    d = _dst(dst, "nisa.dma_compute")
+    if isinstance(srcs, (list, tuple)):      # each source is reshaped to dst's shape as dma_copy's src is
+        srcs = [_same_shape(d, s)[1] for s in srcs]
+        d = _same_shape(d, srcs[0])[0] if srcs else d
+    emit_dma_compute(d, srcs, reduce_op, scales=scales, unique_indices=unique_indices)
 
 
 def _same_shape(dst, src):

@@ -84,7 +84,7 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
     raise last
 
 
-MAX_UNROLL_RETRACES = 8
+MAX_UNROLL_RETRACES = 32    # each retrace adds the loops it found; the NKI Library's qkv_cte needs 9+
 
 
 def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,

@@ -1,0 +1,56 @@
+"""NKI Library patterns of issue #14 (libops), re-created in small kernels of the current dialect.
+
+- `math.ceil((H - i * B) / 128)` of a loop variable (qkv_cte's weight blocks): true division of a loop
+  variable is a Python float, so the loop unrolls (as NKI's simulator runs it in Python); of a known int it
+  is the float; of an arange axis it is an error at the line.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import nki_lite.nki as nki
+import nki_lite.nki.isa as nisa
+import nki_lite.nki.language as nl
+from nki_lite import errors
+
+MODES = ["interpret", "jit"]
+RNG = np.random.default_rng(1416)
+
+
+@nki.jit
+def ragged_blocks(x, block: int):
+    """Copies x's columns block by block; the last block is narrower: its width from a true division."""
+    P, H = x.shape
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(math.ceil(H / block)):
+        offset = i * block
+        width = min(block, math.ceil((H - offset) / 1))     # (H - offset) / 1: an Index / int
+        t = nl.ndarray((P, block), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:width], src=x[:, nl.ds(offset, width)])
+        nisa.dma_copy(dst=out[:, nl.ds(offset, width)], src=t[:, 0:width])
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_true_division_of_a_loop_variable_unrolls(mode):
+    x = RNG.standard_normal((4, 21)).astype(np.float32)
+    np.testing.assert_array_equal(ragged_blocks(x, 8, mode=mode), x)
+
+
+@nki.jit
+def divided_axis(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i = nl.arange(x.shape[0])[:, None]
+    half = i / 2  # MARK-DIV
+    nisa.dma_copy(dst=out, src=x[half, :])
+    return out
+
+
+def test_true_division_of_an_arange_is_an_error_at_the_line():
+    with pytest.raises(errors.NkiLiteError) as e:
+        divided_axis(np.zeros((4, 4), np.float32))
+    assert e.value.code == "NL-E807"
+    assert "true division" in str(e.value) and "MARK-DIV" in str(e.value)

@@ -96,6 +96,8 @@ def _same_shape(dst, src):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
         return dst, src
+    if _bridge.is_indirect(src) or _bridge.is_indirect(dst):
+        return _expanded_to_indirect(dst, src)
     if int(np.prod(dst.shape)) == 1:             # one element each side (a 0-d `t[0, 0]` and a [1, 1] view)
         return _element(dst), _element(src)
     if _bridge.is_whole_hbm(src):
@@ -106,6 +108,26 @@ def _same_shape(dst, src):
     if d.shape and tuple(d.shape) == tuple(s.shape):
         return d, s
     return dst, src
+
+
+def _expanded_to_indirect(dst, src):
+    """A run-time indexed view (which cannot be re-viewed) and a plain view whose shapes differ only by
+    size-1 axes (bwmm_bwd: `.ap` pattern [[H, n], [1, 1], [1, h]] into `t[0:n, i, 0:h]`): the plain side gets
+    the indirect side's size-1 axes (expand_dim); other pairs go to the legacy instruction unchanged."""
+    plain, ind = (dst, src) if _bridge.is_indirect(src) else (src, dst)
+    want = tuple(ind.shape)
+    if _bridge.is_indirect(plain) or [n for n in want if n != 1] != [n for n in plain.shape if n != 1]:
+        return dst, src
+    t = plain
+    for k, n in enumerate(want):
+        if k < len(t.shape) and t.shape[k] == n:
+            continue
+        if n != 1 or k == 0:                     # an extra size-1 axis of the plain side, or a partition axis
+            return dst, src
+        t = t.expand_dim(k)
+    if tuple(t.shape) != want:
+        return dst, src
+    return (t, src) if plain is dst else (dst, t)
 
 
 def _element(t):

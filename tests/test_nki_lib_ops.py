@@ -54,3 +54,38 @@ def test_true_division_of_an_arange_is_an_error_at_the_line():
         divided_axis(np.zeros((4, 4), np.float32))
     assert e.value.code == "NL-E807"
     assert "true division" in str(e.value) and "MARK-DIV" in str(e.value)
+
+
+@nki.jit
+def banks_by_int_index(x, banks: int):
+    """A list filled in an affine_range loop, indexed by an int (qkv_cte's PSUM banks, indexed by
+    i_tile_S * n + k after those loops unrolled): NKI's Python loop appended one tile per iteration."""
+    P, F = x.shape
+    tiles = []
+    for b in nl.affine_range(banks):
+        tiles.append(nl.ndarray((P, F), dtype=x.dtype, buffer=nl.sbuf))
+    out = nl.ndarray((banks, P, F), dtype=x.dtype, buffer=nl.shared_hbm)
+    for b in range(banks):                      # Python ints index the list
+        nisa.dma_copy(dst=tiles[b], src=x)
+        nisa.tensor_scalar(dst=tiles[b], data=tiles[b], op0=nl.add, operand0=float(b))
+        nisa.dma_copy(dst=out[b], src=tiles[b])
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_list_filled_in_a_loop_indexed_by_ints(mode):
+    x = RNG.standard_normal((8, 4)).astype(np.float32)
+    got = np.asarray(banks_by_int_index(x, 3, mode=mode))
+    np.testing.assert_array_equal(got, np.stack([x + np.float32(b) for b in range(3)]))
+
+
+@nki.jit
+def past_the_end(x):
+    tiles = [nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)]
+    nisa.dma_copy(dst=tiles[1], src=x)  # MARK-PAST
+    return x
+
+
+def test_an_index_past_a_list_not_filled_in_a_loop_stays_an_index_error():
+    with pytest.raises(IndexError):
+        past_the_end(np.zeros((2, 2), np.float32))

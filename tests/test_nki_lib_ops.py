@@ -89,3 +89,44 @@ def past_the_end(x):
 def test_an_index_past_a_list_not_filled_in_a_loop_stays_an_index_error():
     with pytest.raises(IndexError):
         past_the_end(np.zeros((2, 2), np.float32))
+
+
+@nki.jit
+def guarded_views(w, groups: int):
+    """output_proj_tkg's pattern: the view of column h is made before the `if h < H` that skips the last,
+    partial group's missing columns; only the views inside the tensor are used."""
+    P, H = w.shape
+    t = nl.ndarray((P, H), dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=w)
+    out = nl.ndarray((P, H), dtype=w.dtype, buffer=nl.shared_hbm)
+    for g in nl.affine_range(groups):
+        for k in nl.affine_range(2):
+            h = g * 2 + k
+            col = t.ap(pattern=[[H, P], [1, 1]], offset=h)        # outside t for h >= H
+            if h < H:
+                nisa.dma_copy(dst=out[:, nl.ds(h, 1)], src=col)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_view_outside_its_tensor_is_fine_until_used(mode):
+    w = RNG.standard_normal((4, 5)).astype(np.float32)
+    got = np.asarray(guarded_views(w, 3, mode=mode))
+    np.testing.assert_array_equal(got, w)
+
+
+@nki.jit
+def used_outside(w):
+    P, H = w.shape
+    t = nl.ndarray((P, H), dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=w)
+    col = t.ap(pattern=[[H, P], [1, 1]], offset=H)  # MARK-OOB
+    out = nl.ndarray((P, 1), dtype=w.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=col)
+    return out
+
+
+def test_a_used_view_outside_its_tensor_is_nl_e501_at_the_view():
+    with pytest.raises(errors.NkiLiteError) as e:
+        used_outside(np.zeros((4, 5), np.float32))
+    assert e.value.code == "NL-E501" and "MARK-OOB" in str(e.value)

@@ -136,7 +136,7 @@ def test_what_the_dma_engines_do_not_support_is_an_error_at_the_line(kind, code,
     with pytest.raises(errors.NkiLiteError) as e:
         bad_call(a, a, kind, mode="interpret")
     assert e.value.code == code and words in str(e.value)
-    assert "test_dma_compute.py" in str(e.value)
+    assert "test_nki_dma_compute.py" in str(e.value)
 
 
 def _dma_costs(kernel, *args):

@@ -254,6 +254,10 @@ _TABLE = [
     ("NL-E114", "view_layout", ShapeError,
      "a view merges dimensions that are not contiguous in storage, so no access pattern walks them",
      "copy the view into a contiguous tile first (nisa.tensor_copy), then merge that tile's dimensions"),
+    # nisa.dma_compute (lang/isa_dma_compute.py): what the DMA engines' compute logic documents
+    ("NL-E116", "dma_compute", ArgumentError,
+     "nisa.dma_compute got sources, a reduce_op, scales or memories outside what the DMA engines support",
+     "reduce_op=nl.add, scales all 1.0 (or None), 1 to 16 sources with dst's element count, tensors in HBM or SBUF"),
     # MX formats (issue #14: nisa.quantize_mx, nisa.nc_matmul_mx, the x4 dtypes; docs/numerics.md "MX formats")
     ("NL-E119", "mx_layout", ShapeError,
      "an MX instruction's data or scale tile breaks the MX layout (shapes, quadrant scale placement, spaces)",

@@ -13,7 +13,7 @@ from .lang.ops_math import (abs, add, all, arctan, bitwise_and, bitwise_or, bitw
                             invert, left_shift, less, less_equal, log, logical_and, logical_not, logical_or, logical_xor,
                             loop_reduce, matmul,
                             max, maximum, mean, min, minimum, mish, mod, multiply, negative, not_equal, power, prod,
-                            reciprocal, relu, right_shift, rsqrt, sigmoid, sign, silu, sin, softplus, sqrt, square,
+                            reciprocal, relu, right_shift, rsqrt, sigmoid, sign, silu, silu_dx, sin, softplus, sqrt, square,
                             subtract, sum, tan, tanh, transpose, var, where, floor, ceil, trunc)
 from .lang.ops_indirect import atomic_rmw, gather_flattened  # noqa: F401
 from .lang import views as _views, views_merge as _views_merge  # noqa: F401  (tensor view methods)

@@ -29,7 +29,7 @@ ULP_BOUND_TRIG_WIDE = {"sin": 3.5, "cos": 4.0, "tan": 5.0}
 # gelu_apprx_tanh: error <= GELU_TANH_SLOPE * max(1, |v|) ulps, v = 2*sqrt(2/pi)*(x + 0.044715x^3)
 GELU_TANH_SLOPE = 3.0
 
-NAMES = ["exp", "log", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "softplus", "mish",
+NAMES = ["exp", "log", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "mish",
          "erf", "sin", "cos", "tan", "arctan", "rsqrt", "reciprocal", "sqrt", "square", "sign",
          "relu", "abs"]
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -220,6 +220,7 @@ SPECIAL = {
                 (-1e30, 0.0), (1e30, 1.0)],
     "silu": [(INF, INF), (-INF, -0.0), (0.0, 0.0), (-0.0, -0.0), (-200.0, -0.0), (-1e30, -0.0),
              (100.0, 100.0), (1e30, 1e30)],
+    "silu_dx": [(INF, 1.0), (-INF, -0.0), (0.0, 0.5), (-0.0, 0.5), (-200.0, -0.0), (200.0, 1.0), (1e30, 1.0)],
     "gelu": [(INF, INF), (-INF, -0.0), (0.0, 0.0), (-0.0, -0.0), (-20.0, -0.0), (-1e30, -0.0),
              (10.0, 10.0), (1e30, 1e30)],
     "gelu_apprx_tanh": [(INF, INF), (-INF, -0.0), (0.0, 0.0), (-0.0, -0.0), (-20.0, -0.0),

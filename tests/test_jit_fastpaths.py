@@ -162,7 +162,7 @@ def test_forwarded_load_still_fails_at_its_line():
 
 # ---------------------------------------------------------------- vscalefps for _ldexp
 
-_LDEXP_USERS = ("exp", "tanh", "sigmoid", "silu", "softplus", "mish", "gelu_apprx_tanh", "gelu", "erf")
+_LDEXP_USERS = ("exp", "tanh", "sigmoid", "silu", "silu_dx", "softplus", "mish", "gelu_apprx_tanh", "gelu", "erf")
 
 
 def _math_kernel_pair(name, configs=((True, False), (False, False))):

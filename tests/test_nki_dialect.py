@@ -272,7 +272,7 @@ def legacy_mask_keyword(x):
 @nki.jit
 def not_built_instruction(x):
     t = load(x)
-    nisa.dma_compute(t, [x], np.add)  # MARK-NOTBUILT
+    nisa.tensor_scalar_cumulative(t, t, np.add, np.add, 1.0)  # MARK-NOTBUILT
     return save(t)
 
 
@@ -300,7 +300,7 @@ def reduce_init_given(x):
 @pytest.mark.parametrize("kernel,args,name,marker,text", [
     (dst_not_a_tensor, (f32(128, 8),), "dst_operand", "MARK-DST", "nisa.tensor_copy: dst must be a tensor"),
     (legacy_mask_keyword, (f32(128, 8),), "unknown_keyword", "MARK-MASK", "unexpected keyword argument mask="),
-    (not_built_instruction, (f32(128, 8),), "nki_not_built", "MARK-NOTBUILT", "nki.isa.dma_compute is not built"),
+    (not_built_instruction, (f32(128, 8),), "nki_not_built", "MARK-NOTBUILT", "nki.isa.tensor_scalar_cumulative is not built"),
     (symbolic_accumulate, (f32(256, 8), f32(256, 8)), "nki_argument_not_built", "MARK-ACC", "accumulate="),
     (reduce_init_given, (f32(128, 8),), "nki_argument_not_built", "MARK-INIT", "reduce_init"),
 ])

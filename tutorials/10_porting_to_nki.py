@@ -260,8 +260,8 @@ show(fig, "10_engines_side_by_side.png")
 # nki_lite builds the current dialect in parts (docs/compat_nki.md lists all 231 reference names).
 # A name that is not built still *imports* — a kernel module loads — and raises **NL-E913** at the
 # kernel line that uses it. Say the port went one step further and let the DMA transpose `a` on
-# the way in (`nisa.dma_transpose`, built) instead of taking `a_t` pre-transposed, then try a DMA that
-# computes on the way (`nisa.dma_compute`, not built):
+# the way in (`nisa.dma_transpose`, built) instead of taking `a_t` pre-transposed, then try a running
+# sum along the free axis (`nisa.tensor_scalar_cumulative`, not built):
 
 # %%
 @nki.jit
@@ -290,22 +290,23 @@ assert got.tobytes() == ref.tobytes()      # dma_transpose is built: same bits a
 
 
 @nki.jit
-def sum_with_dma_compute(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    nisa.dma_compute(dst=out, srcs=[a, b], reduce_op=nl.add)   # not built
-    return out
+def running_sum(a):
+    t = nl.ndarray((T, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[0:T, :])
+    nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0)   # not built
+    return a
 
 
 try:
-    sum_with_dma_compute[1](b, b)
+    running_sum[1](b)
     raise AssertionError("expected NL-E913")
 except errors.NkiLiteError as e:
     print(e)
     not_built = e
-assert not_built.code == "NL-E913" and "nki.isa.dma_compute is not built" in str(not_built)
+assert not_built.code == "NL-E913" and "nki.isa.tensor_scalar_cumulative is not built" in str(not_built)
 
 # %% [markdown]
-# The fix, until it is built: compute with what is (two `dma_copy` and a `tensor_tensor` add here),
+# The fix, until it is built: compute with what is (`nisa.tensor_tensor_scan` here),
 # as the port above transposes with `nisa.dma_transpose`. Other gaps a port may hit are listed in
 # docs/nki_dialect.md: tensor views (`.ap()`, `.select`, `.slice`, ...: a tile has no such
 # method yet, an AttributeError), MX formats, registers and dynamic loops, collectives, and an

@@ -78,6 +78,8 @@ _TABLE = [
      "none", "marker", _F, _F, _F, _F, _F, (), _F, _F),
     ("dma_copy", "copy between memories (HBM<->SBUF, any<->any), casting to the destination dtype",
      "dma", "dma", _T, _T, _T, _T, _F, (), _F, _F),
+    ("dma_compute", "DMA-engine compute: dst = srcs[0] + srcs[1] + ... in fp32, in source order, cast to dst's dtype",
+     "dma", "dma", _F, _T, _T, _T, _F, (), _F, _F),
     ("tensor_copy", "on-chip copy with cast to the destination dtype",
      "vector", "compute", _T, _T, _T, _T, _F, (), _F, _F),
     ("memset", "fill the destination with a constant",
@@ -261,7 +263,9 @@ _RULE_MODULES = ("nki_lite.runtime.interpret_data", "nki_lite.runtime.interpret_
                  "nki_lite.runtime.interpret_mx", "nki_lite.lower.llvm.rules_mx", "nki_lite.lower.cost.rules_mx",
                  # issue #14: virtual registers and dynamic loops
                  "nki_lite.runtime.interpret_registers", "nki_lite.lower.llvm.rules_registers",
-                 "nki_lite.lower.cost.rules_registers")
+                 "nki_lite.lower.cost.rules_registers",
+                 # issue #14: nisa.dma_compute (interpreter and llvm rules live with dma_copy's)
+                 "nki_lite.lower.cost.rules_dma_compute")
 
 
 def missing_rules() -> list[tuple[str, str]]:

@@ -110,6 +110,25 @@ class Index:
         _unroll_for({v for v, _ in self.expr.terms}, error)     # loop variables only: unroll those loops
         raise error
 
+    def __truediv__(self, other):
+        return self._true_division(other, False)
+
+    def __rtruediv__(self, other):
+        return self._true_division(other, True)
+
+    def _true_division(self, other, reverse: bool):
+        """`i / n` is a Python float: known for a known int; for loop variables of the current dialect
+        (Python semantics: `math.ceil((H - i * B) / 128)`) the loops unroll; otherwise NL-E807."""
+        if isinstance(other, (int, float, np.integer, np.floating)) and not isinstance(other, bool) \
+                and self.expr.is_const:
+            a, b = (other, self.expr.const) if reverse else (self.expr.const, other)
+            return a / b
+        text = f"{other!r} / `{user_text(self.expr)}`" if reverse else f"`{user_text(self.expr)}` / {other!r}"
+        error = _err("bad_index", f"true division of a symbolic index ({text}) is a float known only when the "
+                     "kernel runs", "use // for an index, or nl.static_range to unroll the loop")
+        unroll_python_loops(self.expr.vars(), error)
+        raise error
+
     def __mod__(self, other):
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and self.expr.is_const:
             return Index(Affine(self.expr.const % int(other)))

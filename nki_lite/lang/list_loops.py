@@ -9,6 +9,8 @@ subscripts a Python list or tuple (`lhsT_tiles[k]`, `result_tmps[m][bm][bn]`), i
   / `NAME += ...` of the list inside the function that subscripts it, without enclosing the statement
   that creates the list (`NAME = []`), followed through lists appended into it (lists of lists).
 Otherwise it returns None and the caller raises its error (NL-E802).
+`index_error_unroll(exc)`: the same filling loops for an IndexError raised by such a subscript with an int
+index (the indexing loops already unrolled, or of one iteration): lang/trace.py retraces with them unrolled.
 
 Why: in the current dialect every `for` loop is a Python loop (NKI's language guide, "all for loops
 (except dynamic_range) are unrolled at specialization time"), so a list appended in one
@@ -47,6 +49,27 @@ def list_index_unroll(index_vars: set[str]) -> set | None:
     if not names:
         return None
     return locs | _filling_loops(func, names, frame.f_code.co_filename)
+
+
+def index_error_unroll(exc: IndexError) -> set | None:
+    """The loops filling the Python list whose subscript raised `exc` in kernel code (a list appended once
+    per iteration of a loop traced symbolically holds one tile, so an int index past 0 fails where NKI's
+    Python loop would have appended one per iteration); None when the failing statement is not kernel code
+    subscripting such a list."""
+    tb, frame, line = exc.__traceback__, None, 0
+    while tb is not None:
+        if not _is_internal(tb.tb_frame.f_code.co_filename):
+            frame, line = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    chain = stmt_at(frame.f_code.co_filename, line)
+    stmt = next((n for n in reversed(chain) if isinstance(n, ast.stmt)), None)
+    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if stmt is None or func is None:
+        return None
+    names = {n for n in _subscripted_names(stmt) if isinstance(_lookup(frame, n), (list, tuple))}
+    return _filling_loops(func, names, frame.f_code.co_filename) if names else None
 
 
 def _user_frame():

@@ -13,7 +13,7 @@ from ..numerics import alu
 
 # the activation functions of the Scalar Engine nki_lite builds (the nl unary ops and nisa.activation)
 ACTIVATIONS = ("copy", "exp", "log", "tanh", "sigmoid", "relu", "rsqrt", "sqrt", "square", "reciprocal",
-               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "softplus", "erf", "sin", "cos", "tan",
+               "abs", "negative", "gelu", "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "erf", "sin", "cos", "tan",
                "arctan", "mish", "sign", "floor", "ceil", "trunc")
 
 _ALU_UFUNCS = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",

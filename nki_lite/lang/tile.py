@@ -60,6 +60,7 @@ class Tile:
 
     __array_priority__ = 1000
     _is_view_indirect = False       # an IndirectView (lang/ops_indirect.py): only DMAs may take it
+    _deferred_error = None          # a view outside its tensor (lang/views.py `_deferred`): raised on use
 
     def __init__(self, tracer: Tracer, access: ir.Access, dtype: str):
         self._tracer = tracer
@@ -69,15 +70,18 @@ class Tile:
     # ---- identity
     @property
     def access(self) -> ir.Access:
+        if self._deferred_error is not None:
+            raise self._deferred_error
         return self._access
 
     @property
     def buf(self) -> ir.Buffer:
-        return self._tracer.buffers[self.access.buffer]
+        acc = self._access if self._deferred_error is not None else self.access
+        return self._tracer.buffers[acc.buffer]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.access.shape
+        return (self._access if self._deferred_error is not None else self.access).shape
 
     @property
     def ndim(self) -> int:

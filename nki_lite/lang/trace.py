@@ -26,6 +26,7 @@ from . import boolops, purity, source, syntax
 from . import ops_memory  # noqa: F401 - it and ops_math fill tile.TILE_OPS, which every traced kernel needs
 from .memory import new_buffer
 from .tile import Tile
+from .list_loops import index_error_unroll
 from .tracer import Tracer, UnrollRequest, active
 
 
@@ -81,10 +82,16 @@ def trace(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,
         except UnrollRequest as u:
             last = u.error
             unroll |= u.locs
+        except IndexError as e:        # a list filled in a symbolic loop, indexed past its one tile
+            locs = index_error_unroll(e)
+            if not locs or locs <= unroll:
+                raise
+            last = e
+            unroll |= locs
     raise last
 
 
-MAX_UNROLL_RETRACES = 8
+MAX_UNROLL_RETRACES = 32    # each retrace adds the loops it found; the NKI Library's qkv_cte needs 9+
 
 
 def _trace_once(fn, bound: inspect.BoundArguments, grid: tuple[int, ...], target: str,

@@ -121,14 +121,30 @@ def _linear(t: Tile) -> tuple[Affine | None, Affine]:
     return acc.index[0], flat_index(buf.shape[1:], acc.index[1:])
 
 
-def _check_range(e: Affine, size: int, ext: dict, what: str, t: Tile) -> None:
+def _range_error(e: Affine, size: int, ext: dict, what: str, t: Tile):
     if any(v not in ext for v in e.vars()):
-        return                   # an unknown range: the verifier checks the lowered access
+        return None              # an unknown range: the verifier checks the lowered access
     lo, hi = e.bounds(ext)
     if lo < 0 or hi >= size:
-        raise _err("out_of_bounds", f"the view reaches outside {what} of '{_root(t).name}': element offsets "
-                   f"`{user_text(e)}` range over [{lo}, {hi}], outside [0, {size - 1}]",
-                   "fix the pattern's nums / steps or the offset so the view stays inside the tensor")
+        return _err("out_of_bounds", f"the view reaches outside {what} of '{_root(t).name}': element offsets "
+                    f"`{user_text(e)}` range over [{lo}, {hi}], outside [0, {size - 1}]",
+                    "fix the pattern's nums / steps or the offset so the view stays inside the tensor")
+    return None
+
+
+def _check_range(e: Affine, size: int, ext: dict, what: str, t: Tile) -> None:
+    err = _range_error(e, size, ext, what, t)
+    if err is not None:
+        raise err
+
+
+def _deferred(tile: Tile, err) -> Tile:
+    """A view that reaches outside its tensor is an error when an instruction uses it, not when it is made:
+    kernels build a view before the `if` that decides whether to use it (output_proj_tkg's last, partial
+    PSUM tile), and on the hardware an unused access pattern moves nothing. The error keeps the view's line."""
+    if err is not None:
+        tile._deferred_error = err
+    return tile
 
 
 def _lower(t: Tile, part: Affine | None, free: Affine, shape, dtype: str | None = None) -> Tile:
@@ -138,24 +154,26 @@ def _lower(t: Tile, part: Affine | None, free: Affine, shape, dtype: str | None 
     ext = _extents(t, shape)
     dtype = dtype or t.dtype_name
     if _on_chip(t):
-        _check_range(part, buf.shape[0], ext, "the partitions", t)
-        free_size = _prod(buf.shape[1:])
-        _check_range(free, free_size, ext, "the free elements", t)
-        idx = unflatten(free, buf.shape[1:], ext) if len(buf.shape) > 2 and buf.name not in tr.flat_buffers else None
+        err = _range_error(part, buf.shape[0], ext, "the partitions", t) or \
+            _range_error(free, _prod(buf.shape[1:]), ext, "the free elements", t)
+        idx = None
+        if len(buf.shape) > 2 and buf.name not in tr.flat_buffers and err is None:
+            idx = unflatten(free, buf.shape[1:], ext)
         if idx is None and len(buf.shape) > 2:
-            tr.flat_buffers.add(buf.name)
+            if err is None:
+                tr.flat_buffers.add(buf.name)
             idx = (free,)
         if idx is None:
             idx = (free,) if len(buf.shape) == 2 else ()
-        return Tile(tr, ir.Access(buf.name, (part,) + tuple(idx), shape), dtype)
+        return _deferred(Tile(tr, ir.Access(buf.name, (part,) + tuple(idx), shape), dtype), err)
     root = _root(t)
-    _check_range(free, root.size, ext, "the elements", t)
-    if dtype == buf.dtype:
+    err = _range_error(free, root.size, ext, "the elements", t)
+    if dtype == buf.dtype and err is None:
         idx = unflatten(free, buf.shape, ext)
         if idx is not None:
             return Tile(tr, ir.Access(buf.name, idx, shape), dtype)
     alias = _alias(t, root, (root.size,), dtype)
-    return Tile(tr, ir.Access(alias.name, (free,), shape), dtype)
+    return _deferred(Tile(tr, ir.Access(alias.name, (free,), shape), dtype), err)
 
 
 def _alias(t: Tile, root: ir.Buffer, shape, dtype: str) -> ir.Buffer:

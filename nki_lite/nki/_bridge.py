@@ -14,7 +14,14 @@ def is_tensor(x) -> bool:
     return isinstance(x, Tile)
 
 
+def is_indirect(x) -> bool:
+    """True for a view indexed at run time (`.ap(scalar_offset=tile)`, a tile-valued subscript)."""
+    from ..lang.ops_indirect import IndirectView
+    return isinstance(x, IndirectView)
+
+
 def is_whole_hbm(x) -> bool:
     """True for a whole HBM tensor (not a view of part of it): what Tile.reshape accepts."""
     from ..core import ir
-    return isinstance(x, Tile) and x.space == ir.Space.HBM and x.access == ir.Access.full(x.buf)
+    return isinstance(x, Tile) and not is_indirect(x) and x.space == ir.Space.HBM and \
+        x.access == ir.Access.full(x.buf)

@@ -37,6 +37,7 @@ from .. import language as _nl
 from . import _bridge, isa_affine
 from .conform import conform
 from .surface import fill, instruction, not_built_argument
+from ..lang.isa_dma_compute import emit_dma_compute
 
 sync_engine = engine.sync
 
@@ -76,6 +77,16 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     _legacy.dma_copy(dst=d, src=src, oob_mode=oob_mode, dge_mode=dge_mode)
 
 
+@instruction("nki.isa.dma_compute", partial={"srcs": "a source with a vector_offset (read-modify-write scatter / "
+                                                       "gather) is NL-E916"})
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    d = _dst(dst, "nisa.dma_compute")
+    if isinstance(srcs, (list, tuple)):      # each source is reshaped to dst's shape as dma_copy's src is
+        srcs = [_same_shape(d, s)[1] for s in srcs]
+        d = _same_shape(d, srcs[0])[0] if srcs else d
+    emit_dma_compute(d, srcs, reduce_op, scales=scales, unique_indices=unique_indices)
+
+
 def _same_shape(dst, src):
     """The reference: "The total number of data elements in src must match that of dst" (shapes may
     differ). A whole HBM tensor on either side is reshaped to the other's shape (row-major, as a DMA
@@ -85,8 +96,8 @@ def _same_shape(dst, src):
         return dst, src
     if int(np.prod(dst.shape)) != int(np.prod(src.shape)):
         return dst, src
-    if _indirect(src) != _indirect(dst):         # (before anything reads the indirect side's access)
-        return _unit_axes_like(dst, src)
+    if _bridge.is_indirect(src) or _bridge.is_indirect(dst):
+        return _expanded_to_indirect(dst, src)
     if int(np.prod(dst.shape)) == 1:             # one element each side (a 0-d `t[0, 0]` and a [1, 1] view)
         return _element(dst), _element(src)
     if _bridge.is_whole_hbm(src):
@@ -99,25 +110,24 @@ def _same_shape(dst, src):
     return dst, src
 
 
-def _indirect(t) -> bool:
-    return bool(getattr(t, "_is_view_indirect", False))
-
-
-def _unit_axes_like(dst, src):
-    """One side is an indirect view (a run-time offset: only a DMA may take it, whole). When the shapes
-    differ only by size-1 axes, the plain side gets the indirect side's shape (its size-1 axes indexed
-    away, then the indirect side's inserted: bwmm's `t[0:128, j]` <- `.ap([[1, 128], [1, 1]], scalar_offset=)`)."""
-    plain, ind = (dst, src) if _indirect(src) else (src, dst)
+def _expanded_to_indirect(dst, src):
+    """A run-time indexed view (which cannot be re-viewed) and a plain view whose shapes differ only by
+    size-1 axes (bwmm_bwd: `.ap` pattern [[H, n], [1, 1], [1, h]] into `t[0:n, i, 0:h]`): the plain side gets
+    the indirect side's size-1 axes (expand_dim); other pairs go to the legacy instruction unchanged."""
+    plain, ind = (dst, src) if _bridge.is_indirect(src) else (src, dst)
     want = tuple(ind.shape)
-    if [n for n in plain.shape if n != 1] != [n for n in want if n != 1] or want[:1] == (1,):
+    if _bridge.is_indirect(plain) or [n for n in want if n != 1] != [n for n in plain.shape if n != 1]:
         return dst, src
-    p = _squeezed(plain)
-    if 1 in tuple(p.shape):
-        return dst, src
+    t = plain
     for k, n in enumerate(want):
-        if n == 1:
-            p = p.expand_dim(k)
-    return (p, src) if plain is dst else (dst, p)
+        if k < len(t.shape) and t.shape[k] == n:
+            continue
+        if n != 1 or k == 0:                     # an extra size-1 axis of the plain side, or a partition axis
+            return dst, src
+        t = t.expand_dim(k)
+    if tuple(t.shape) != want:
+        return dst, src
+    return (t, src) if plain is dst else (dst, t)
 
 
 def _element(t):

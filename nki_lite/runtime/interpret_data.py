@@ -1,5 +1,5 @@
-"""Interpreter rules for data movement and bookkeeping ops: alloc, dma_copy, tensor_copy, transpose,
-memset, iota, copy_predicated, device_print, bitcast (mirrored by lower/llvm/rules_data.py).
+"""Interpreter rules for data movement and bookkeeping ops: alloc, dma_copy, dma_compute, tensor_copy,
+transpose, memset, iota, copy_predicated, device_print, bitcast (mirrored by lower/llvm/rules_data.py).
 
 Same dtype: bits are copied; a dtype change converts (interpret_common.convert). New tiles are
 filled with NaN / the uninitialised sentinel (runtime/machine.py `fill_uninit`).
@@ -14,7 +14,7 @@ from ..core import dtypes as D
 from ..core import ir
 from ..core.ops import rule
 from ..numerics.convert import round_to
-from .interpret_common import F32, convert
+from .interpret_common import F32, alu_step, convert, finish, value
 from .machine import fill_uninit
 
 if TYPE_CHECKING:
@@ -40,6 +40,18 @@ def _move(m: Machine, instr: ir.Instr, env, transform=None) -> None:
     m.write(dst, env, convert(v, m.dtype_of(src), m.dtype_of(dst)), instr, mask)
 
 
+
+
+@rule("interpret", "dma_compute")
+def _dma_compute(m: Machine, instr: ir.Instr, env) -> None:
+    """dst = srcs[0] + srcs[1] + ...: each source converted to fp32, added in source order with each
+    sum rounded to fp32 (the DMA engines compute in fp32), the total cast to dst's dtype once."""
+    dst = instr.out
+    mask = m.eval_mask(instr, env, dst.shape)
+    acc = value(m, instr.ins[0], env, instr, False, mask)
+    for src in instr.ins[1:]:
+        acc = alu_step("add", acc, value(m, src, env, instr, False, mask), False)
+    m.write(dst, env, finish(np.asarray(acc, dtype=F32), m.dtype_of(dst)), instr, mask)
 
 
 @rule("interpret", "transpose")

@@ -8,4 +8,5 @@ from . import rules_indirect  # noqa: F401  (indirect DMA, dynamic copies)
 from . import rules_lnc  # noqa: F401  (issue #14: core_barrier, sendrecv)
 from . import rules_mx  # noqa: F401  (issue #14: quantize_mx, nc_matmul_mx)
 from . import rules_registers  # noqa: F401  (issue #14: register_move)
+from . import rules_dma_compute  # noqa: F401  (issue #14: nisa.dma_compute)
 from ...core.targets import TARGETS, Target

@@ -1,4 +1,4 @@
-"""llvm rules for data movement and fills: alloc, dma_copy, tensor_copy, transpose, memset, iota,
+"""llvm rules for data movement and fills: alloc, dma_copy, dma_compute, tensor_copy, transpose, memset, iota,
 copy_predicated, device_print, bitcast (mirrors runtime/interpret_*.py)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ...core.bits import UNINIT_SENTINEL
 from ...core import ir
 from ...core.affine import axis_var
 from ...core.ops import rule
-from .rules_common import elementwise
+from .rules_common import alu_op, elementwise
 from .transpose_block import emit as blocked, transposed
 
 
@@ -75,6 +75,19 @@ def _dma(em, instr, ctx):
         em.check_bounds(instr, ctx, (instr.out, instr.ins[0]), None)
         return
     _move(em, instr, ctx, instr.ins[0])
+
+
+@rule("llvm", "dma_compute")
+def _dma_compute(em, instr, ctx):
+    """The interpreter's sum step for step: fp32 adds in source order, one cast to dst's dtype."""
+    dst = instr.out
+
+    def value(env):
+        acc = em.operand(instr.ins[0], env, "f32")
+        for src in instr.ins[1:]:
+            acc = alu_op(em, "add", acc, em.operand(src, env, "f32"), "f32", 32)
+        return em.from_f32(em.canon(acc), em.dtype(dst))
+    elementwise(em, instr, ctx, instr.ins, value)
 
 
 @rule("llvm", "tensor_copy")

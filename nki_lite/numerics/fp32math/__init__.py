@@ -26,7 +26,7 @@ Contract (docs/numerics_transcendentals.md has the algorithms, accuracy and op s
   a normal result through an intermediate subnormal (the doc lists where subnormals appear).
 
 Modules by job: `base` (constants, bit views, NaN finishing, Horner, powers of two), `explog`
-(exp, log, tanh, sigmoid, silu, gelu_apprx_tanh, softplus, mish), `erf` (erf, gelu), `trig` (sin,
+(exp, log, tanh, sigmoid, silu, silu_dx, gelu_apprx_tanh, softplus, mish), `erf` (erf, gelu), `trig` (sin,
 cos, tan, arctan), `basic` (rsqrt, reciprocal, sqrt, square, sign, relu, abs, floor, ceil, trunc). `FUNCTIONS` maps
 each op name to its function.
 """
@@ -38,18 +38,18 @@ import numpy as np
 
 from .basic import abs, ceil, floor, reciprocal, relu, rsqrt, sign, sqrt, square, trunc  # noqa: A004 - the op's name
 from .erf import erf, gelu
-from .explog import exp, gelu_apprx_tanh, log, mish, sigmoid, silu, softplus, tanh
+from .explog import exp, gelu_apprx_tanh, log, mish, sigmoid, silu, silu_dx, softplus, tanh
 from .trig import arctan, cos, sin, tan
 
 __all__ = [
-    "exp", "log", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "softplus", "mish",
+    "exp", "log", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "mish",
     "erf", "sin", "cos", "tan", "arctan", "rsqrt", "reciprocal", "sqrt", "square", "sign",
     "relu", "abs", "floor", "ceil", "trunc", "FUNCTIONS",
 ]
 
 FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": exp, "log": log, "tanh": tanh, "sigmoid": sigmoid, "gelu": gelu,
-    "gelu_apprx_tanh": gelu_apprx_tanh, "silu": silu, "softplus": softplus, "mish": mish,
+    "gelu_apprx_tanh": gelu_apprx_tanh, "silu": silu, "silu_dx": silu_dx, "softplus": softplus, "mish": mish,
     "erf": erf, "sin": sin, "cos": cos, "tan": tan, "arctan": arctan, "rsqrt": rsqrt,
     "reciprocal": reciprocal, "sqrt": sqrt, "square": square, "sign": sign, "relu": relu,
     "abs": abs, "floor": floor, "ceil": ceil, "trunc": trunc,

@@ -158,6 +158,26 @@ def silu(x):
         return _finish(x, _x_sigmoid(x, x), shape)
 
 
+def silu_dx(x):
+    """d/dx silu(x) = s * (1 + x * t), s = sigmoid(x), t = sigmoid(-x) = 1 - s (both from one e^-|x|, so
+    t keeps its precision where s rounds to 1); x is clamped to +-110 in the product (e^-110 underflows:
+    silu_dx(+inf) = 1, silu_dx(-inf) = -0)."""
+    x, shape = _prep(x)
+    with np.errstate(all="ignore"):
+        y, n = _exp_neg_abs(x)
+        e = _ldexp(y, n)
+        d = _ONE + e
+        pos = _ONE / d                    # sigmoid(|x|)
+        neg = _ldexp(y / d, n)            # sigmoid(-|x|)
+        s = np.where(_signbit(x), neg, pos)
+        t = np.where(_signbit(x), pos, neg)
+        xc = np.where(x > NEG_CLAMP, NEG_CLAMP, x)
+        xc = np.where(xc < -NEG_CLAMP, -NEG_CLAMP, xc)
+        u = xc * t
+        v = _ONE + u
+        return _finish(x, s * v, shape)
+
+
 def gelu_apprx_tanh(x):
     x, shape = _prep(x)
     with np.errstate(all="ignore"):

@@ -34,7 +34,7 @@ import nki.language as nl
 def k(a):
     t = ndarray(a.shape, a.dtype, buffer=sbuf)
     nisa.dma_copy(dst=t, src=a.ap([[1, 4]]), dge_mode=dge_mode.hwdge)
-    nisa.dma_compute(t, t)
+    nisa.tensor_scalar_cumulative(t, t)
     nisa.nc_matmul(t, t, t)
     return nl.load(t)
 
@@ -52,10 +52,10 @@ def test_new_dialect_files_are_recognised():
 def test_used_names_follow_every_import_spelling():
     used = SCRIPT.used_names(ast.parse(KERNEL_FILE))
     assert {"nki.jit", "nki.isa.dma_copy", "nki.language.ndarray", "nki.language.sbuf", "nki.isa.dge_mode",
-            "nki.isa.dma_compute", "nki.isa.nc_matmul", "nki.language.load",
+            "nki.isa.tensor_scalar_cumulative", "nki.isa.nc_matmul", "nki.language.load",
             "nki.language.NkiTensor.ap"} <= used
     blocking = sorted(n for n in used if SCRIPT.STATUS.get(n) == "not supported")
-    assert blocking == ["nki.isa.dma_compute"]         # NkiTensor.ap is built (lang/views.py)
+    assert blocking == ["nki.isa.tensor_scalar_cumulative"]         # NkiTensor.ap is built (lang/views.py)
 
 
 def test_jit_kernels_are_the_decorated_functions():

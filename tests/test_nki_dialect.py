@@ -492,7 +492,7 @@ def test_new_dialect_keyword_spellings_of_nl_apis():
 
 def test_not_built_names_import_and_raise_nl_e913():
     from nki_lite.nki.language import power  # noqa: F401 - importable
-    for obj, name in ((nl.power, "nki.language.power"), (nisa.dma_compute, "nki.isa.dma_compute"),
+    for obj, name in ((nl.power, "nki.language.power"), (nisa.tensor_scalar_cumulative, "nki.isa.tensor_scalar_cumulative"),
                       (nki.collectives.all_reduce, "nki.collectives.all_reduce")):
         with pytest.raises(errors.NkiLiteError, match=name.replace(".", r"\.") + " is not built") as ei:
             obj()

@@ -184,7 +184,8 @@ def test_static_basic_indexing_of_hbm(key):
 
 
 def test_integer_index_drops_dimension():
-    """x[:, 3] of a [P, F] tile is a (P,) view; x[b] of a 3-D HBM tensor is 2-D."""
+    """x[:, 3] of a [P, F] tile is a (P, 1) view (on-chip tiles stay 2-D); x[b] of a 3-D HBM tensor is
+    2-D (HBM follows numpy); the (P, 1) column stores into a (P,) HBM view."""
     a = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
 
     @nki.jit
@@ -195,7 +196,7 @@ def test_integer_index_drops_dimension():
         t = nl.load(a[2])
         nl.store(out, t)
         col = t[:, 3]
-        assert col.shape == (5,)
+        assert col.shape == (5, 1)
         nl.store(out2[nl.arange(5)], value=nl.copy(col))
         return out, out2
 

@@ -25,7 +25,7 @@ from .index import Index
 from .masks import to_mask
 from .memory import ON_CHIP, new_buffer, resolve_dtype
 from .opnames import alu_name
-from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, compose, provide_tile_ops
+from .tile import PendingMatmul, Tile, broadcast_access, broadcast_shapes, compose, drop_axes, provide_tile_ops
 from .tracer import attrs, current
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -290,8 +290,7 @@ def reduce_tile(op: str, x, axis, dtype, mask, keepdims: bool, negate: bool = Fa
     res = Tile(tr, dst, dt)
     if keepdims:
         return res
-    dropped = tuple(0 if a in axes else slice(None) for a in range(len(t.shape)))
-    return res[dropped]
+    return drop_axes(res, axes)
 
 
 def _reduction(op, name):
@@ -325,7 +324,7 @@ def mean(x, axis=None, *, dtype=None, mask=None, keepdims=False):
     res = elementwise("divide", s, float(n), dt, None, loc=loc)
     if keepdims:
         return res
-    return res[tuple(0 if a in axes else slice(None) for a in range(len(t.shape)))]
+    return drop_axes(res, axes)
 
 
 # ---------------------------------------------------------------- layout and selection

@@ -31,7 +31,8 @@ from .index import DynSlice, Index, NonAffine, as_index
 from . import indirect
 from .memory import SPACE_OBJECTS, new_buffer
 from .opnames import UFUNC_OPS
-from .source import stmt_at
+from .source import control_flow_test, stmt_at
+from .broadcast import broadcast_access, broadcast_shapes  # noqa: F401  (re-exported: the ops import them here)
 from .tracer import Tracer, attrs, user_text
 
 # nl function name -> the function ("add", "sum", "assign", ...): filled by the op modules on import
@@ -172,6 +173,12 @@ class Tile:
         # optional-argument tests) is True for any HBM tensor passed; on-chip tiles stay an error (a data test).
         if self.space == ir.Space.HBM and getattr(self._tracer, "object_truth", False):
             return True
+        test = control_flow_test(capture_loc(2))
+        if test is not None:     # `if t[0, 0] > 0:`: name the statement and the condition
+            raise _err("control_flow_on_tile", f"Python control flow (`{test[0]}`) depends on the value of a tile: "
+                       f"`{test[1]}` is computed on the device when the kernel runs, so Python cannot branch on "
+                       "it while tracing", "use nl.where(cond, a, b) or mask= instead of if/while on tile values",
+                       depth=3)
         raise _err("control_flow_on_tile",
                    f"Python control flow (if/while/and/or/not) depends on the value of tile '{self.name}', "
                    "which only exists when the kernel runs", depth=2)
@@ -432,7 +439,8 @@ def compose(acc: ir.Access, key, tracer: Tracer) -> ir.Access:
     advanced = [k for k in key if isinstance(k, Index) and k.ndim > 0]
     if advanced:
         return _compose_advanced(acc, key, advanced)
-    return _compose_basic(acc, key + (slice(None),) * (nd - len(key)))
+    key = key + (slice(None),) * (nd - len(key))
+    return _compose_basic(acc, key, _kept_points(tracer.buffers[acc.buffer], acc, key))
 
 
 def _compose_advanced(acc: ir.Access, key: tuple, advanced: list) -> ir.Access:
@@ -468,14 +476,43 @@ def _compose_advanced(acc: ir.Access, key: tuple, advanced: list) -> ir.Access:
     return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), new_shape)
 
 
-def _compose_basic(acc: ir.Access, key: tuple) -> ir.Access:
+def drop_axes(t: Tile, axes) -> Tile:
+    """`t` without its size-1 `axes`, whatever its space: a reduction's keepdims=False result, which NKI
+    documents as the input's shape with the reduced axes removed (a [P, F] tile reduces to [P])."""
+    key = tuple(0 if a in axes else slice(None) for a in range(len(t.shape)))
+    return t.view_of(_compose_basic(t.access, key))
+
+
+def _kept_points(buf: ir.Buffer, acc: ir.Access, key: tuple) -> frozenset[int]:
+    """The integer-indexed dimensions of `acc` that stay in `acc[key]` with extent 1. HBM tensors follow
+    numpy (every integer index drops its dimension). On-chip (SBUF/PSUM) tiles stay at least 2-D (NKI
+    language guide, "The partition dimension is special"): an integer on the partition dimension keeps it
+    at size 1, and when dropping the integer-indexed free dimensions would leave fewer than 2 dimensions,
+    the last of them is kept at size 1 (`t[:, i]` of a [P, F] tile is [P, 1]; `t[0, 0, 10]` is [1, 1]).
+    The partition dimension is the view axis that walks the buffer's partition axis: a legacy
+    (n, par_dim(P), F) buffer's leading block axis is dropped like a free one (`t[i]` is [P, F])."""
+    if buf.space == ir.Space.HBM:
+        return frozenset()
+    par = acc.index[buf.par_axis].vars() if buf.par_axis < len(acc.index) else set()
+    points = [d for d, k in enumerate(key) if not isinstance(k, (slice, DynSlice))]
+    kept = {d for d in points if axis_var(d) in par}
+    free_points = [d for d in points if d not in kept]
+    if free_points and len(key) - len(free_points) < 2:
+        kept.add(free_points[-1])
+    return frozenset(kept)
+
+
+def _compose_basic(acc: ir.Access, key: tuple, kept: frozenset[int] = frozenset()) -> ir.Access:
     """Basic indexing (one key entry per dimension): slices and nl.ds keep a dimension, integers and
-    scalar index expressions drop it."""
+    scalar index expressions drop it, except where _kept_points keeps it with extent 1."""
     subst = {}
     new_shape: list[int] = []
     for d, k in enumerate(key):
         size = acc.shape[d]
-        if isinstance(k, slice):
+        if d in kept:
+            subst[axis_var(d)] = _point_expr(k, size)
+            new_shape.append(1)
+        elif isinstance(k, slice):
             subst[axis_var(d)] = _slice_expr(k, size, len(new_shape), new_shape)
         elif isinstance(k, DynSlice):
             s = as_index(k.start)
@@ -535,48 +572,3 @@ def _point_expr(k, size: int) -> Affine:
 def _unbroadcast(expr: Affine, shape: tuple[int, ...]) -> Affine:
     """Axis vars of extent 1 only take the value 0: drop them so the axis becomes a broadcast."""
     return expr.subst({axis_var(a): 0 for a, n in enumerate(shape) if n == 1})
-
-
-def broadcast_access(acc: ir.Access, target: tuple[int, ...], what: str = "operand") -> ir.Access:
-    """View `acc` with shape `target` (NKI alignment: partition axis first, missing free axes at the end)."""
-    shape = acc.shape
-    if shape == target:
-        return acc
-    if len(shape) > len(target) and all(s == 1 for s in shape[len(target):]):
-        # trailing singleton axes hold no extra elements: a [P, 1] value into a view `t[:, j, k]` whose
-        # integer indices left it [P] (the samples' adaptive pooling writes results this way)
-        drop = {axis_var(a): Affine(0) for a in range(len(target), len(shape))}
-        acc = ir.Access(acc.buffer, tuple(e.subst(drop) for e in acc.index), tuple(shape[:len(target)]))
-        shape = acc.shape
-        if shape == target:
-            return acc
-    if len(shape) > len(target):
-        raise _err("shape_mismatch", f"{what} of shape {shape} cannot broadcast to {target}", depth=4)
-    src = tuple(shape) + (1,) * (len(target) - len(shape))
-    subst = {}
-    for a, (s, t) in enumerate(zip(src, target)):
-        if s == t:
-            subst[axis_var(a)] = Affine.var(axis_var(a))
-        elif s == 1:
-            subst[axis_var(a)] = Affine(0)
-        else:
-            hint = ("partition dimensions differ: call nl.broadcast_to(x, shape=...) explicitly" if a == 0
-                    else "make the free dimensions equal, or 1 to broadcast")
-            raise _err("shape_mismatch", f"{what} of shape {shape} cannot broadcast to {target}", hint, depth=4)
-    return ir.Access(acc.buffer, tuple(e.subst(subst) for e in acc.index), tuple(target))
-
-
-def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NKI broadcasting of tile shapes: align partition axes, pad free axes at the end."""
-    nd = max(len(s) for s in shapes)
-    out = []
-    for a in range(nd):
-        sizes = {s[a] if a < len(s) else 1 for s in shapes}
-        sizes.discard(1)
-        if len(sizes) > 1:
-            hint = ("partition dimensions differ: call nl.broadcast_to(x, shape=...) explicitly" if a == 0
-                    else "free dimensions must be equal, or 1 to broadcast")
-            raise _err("shape_mismatch", f"operand shapes {' and '.join(map(str, shapes))} do not broadcast", hint,
-                       depth=4)
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)

@@ -4,7 +4,7 @@ Contract: everything else in nki_lite/nki/ uses nki_lite's public namespaces (nk
 .isa, .typing, .errors, .loc) plus the names re-exported here, so a move of nki_lite's internals
 (issue #11) touches this file only.
 """
-from ..lang.tile import Tile  # noqa: F401  (tensors and tiles seen inside a kernel)
+from ..lang.tile import Tile, drop_axes  # noqa: F401  (tensors and tiles seen inside a kernel; size-1 axes dropped)
 from ..lang.trace import fn_loc  # noqa: F401  (a kernel function's def line)
 from ..runtime.kernel import Kernel, TARGETS  # noqa: F401  (the launch machinery)
 

@@ -132,7 +132,7 @@ def _expanded_to_indirect(dst, src):
 
 def _element(t):
     """The single element of a one-element tensor or view as a 0-d view (t itself when already 0-d)."""
-    return t[(0,) * len(t.shape)] if t.shape else t
+    return _bridge.drop_axes(t, range(len(t.shape)))
 
 
 def _squeezed(t):
@@ -141,10 +141,10 @@ def _squeezed(t):
     shape = tuple(t.shape)
     if 1 not in shape[:-1] and (shape[-1:] != (1,) or len(shape) == 1):
         return t
-    key = [0 if n == 1 else slice(None) for n in shape]
-    if all(n == 1 for n in shape):
-        key[-1] = slice(None)
-    return t[tuple(key)]
+    ones = [a for a, n in enumerate(shape) if n == 1]
+    if len(ones) == len(shape):
+        ones.pop()
+    return _bridge.drop_axes(t, ones)
 
 
 @instruction("nki.isa.tensor_copy")

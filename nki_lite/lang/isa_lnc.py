@@ -22,6 +22,7 @@ import numpy as np
 from .. import errors
 from ..core import ir
 from ..loc import capture_loc
+from .argcheck import expect
 from .tile import Tile
 from .tracer import attrs, current
 
@@ -56,10 +57,7 @@ def _need_two_cores(api: str, loc) -> None:
 
 
 def _tensor(x, what: str, api: str, loc) -> Tile:
-    if not isinstance(x, Tile):
-        raise errors.make("argument", f"{api}: {what} must be a tensor or tile of the kernel, got "
-                          f"{type(x).__name__}", loc=loc)
-    return x
+    return expect(x, Tile, api, what, "a tensor or tile of the kernel", loc)
 
 
 def _rank(r):

@@ -30,6 +30,7 @@ from ..core import ir
 from ..core.affine import axis_var
 from ..loc import capture_loc
 from ..numerics import mx as MX
+from .argcheck import expect
 from .tile import Tile
 from .tracer import attrs, current
 
@@ -38,10 +39,8 @@ QUADRANT = 32
 
 
 def _tile(x, what: str, api: str, loc) -> Tile:
-    if not isinstance(x, Tile):
-        raise errors.make("dst_operand" if what == "dst" else "argument",
-                          f"{api}: {what} must be a tensor or tile of the kernel, got {type(x).__name__}", loc=loc)
-    return x
+    return expect(x, Tile, api, what, "a tensor or tile of the kernel", loc,
+                  code="dst_operand" if what == "dst" else "argument")
 
 
 def _layout(api: str, msg: str, loc, hint: str | None = None):

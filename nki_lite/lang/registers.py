@@ -26,6 +26,7 @@ from .. import errors
 from ..core import dtypes as D
 from ..core import ir
 from ..loc import capture_loc
+from .argcheck import expect
 from .tile import Tile
 from .tracer import current
 
@@ -71,10 +72,7 @@ def _need_set(r: VirtualRegister, what: str, loc) -> None:
 
 
 def _register(x, what: str, api: str, loc) -> VirtualRegister:
-    if not isinstance(x, VirtualRegister):
-        raise errors.make("argument", f"{api}: {what} must be a register from nisa.register_alloc, got "
-                          f"{type(x).__name__}", loc=loc)
-    return x
+    return expect(x, VirtualRegister, api, what, "a register from nisa.register_alloc", loc)
 
 
 def _const(x, what: str, api: str, loc) -> int:
@@ -86,8 +84,7 @@ def _const(x, what: str, api: str, loc) -> int:
 
 
 def _one_element(t, what: str, api: str, loc) -> ir.Access:
-    if not isinstance(t, Tile):
-        raise errors.make("argument", f"{api}: {what} must be a tensor, got {type(t).__name__}", loc=loc)
+    expect(t, Tile, api, what, "a tensor", loc)
     if int(np.prod(t.shape)) != 1:
         raise errors.make("shape_mismatch", f"{api}: {what} must hold exactly one element (shape [1] or [1, 1]), "
                           f"got shape {tuple(t.shape)}", loc=loc)
